@@ -1,0 +1,191 @@
+"""Correlation families shared by the GP, the relevancy criterion and the theory module.
+
+Every stationary correlation used in dynbo is one of four families, written as a
+function of the *scaled* distance ``r = |tau| / l >= 0`` with ``k(0) = 1``:
+
+==============  ===========================================  ==========
+family          k(r)                                         nu
+==============  ===========================================  ==========
+``se``          exp(-r^2 / 2)                                inf
+``matern12``    exp(-r)                                      1/2
+``matern32``    (1 + sqrt(3) r) exp(-sqrt(3) r)              3/2
+``matern52``    (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)  5/2
+==============  ===========================================  ==========
+
+(W-DBO Table 1; Rasmussen & Williams eq. 4.16-4.17.) This module is the one place
+where these formulas live: the GP kernels (``dynbo.models``), the kernel
+self-convolutions (``dynbo.relevancy``) and the lower bound (``dynbo.theory``) all
+call it.
+
+Half-integer Matern correlations are ``exp(-a tau) P(tau)`` with ``a = sqrt(2 nu) / l``
+and ``P`` a polynomial of degree ``p = nu - 1/2``; :func:`matern_polynomial` returns
+its coefficients, which the closed-form temporal convolutions integrate exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+import numpy as np
+import torch
+
+__all__ = [
+    "Family",
+    "FamilyLike",
+    "as_family",
+    "correlation",
+    "correlation_np",
+    "correlation_and_scale_derivative",
+    "matern_polynomial",
+    "spectral_density",
+    "smoothness",
+]
+
+
+class Family(str, Enum):
+    """A stationary correlation family (see the module docstring for the formulas)."""
+
+    SE = "se"
+    MATERN12 = "matern12"
+    MATERN32 = "matern32"
+    MATERN52 = "matern52"
+
+
+FamilyLike = Family | str
+
+_ALIASES = {
+    "se": Family.SE,
+    "rbf": Family.SE,
+    "squared_exponential": Family.SE,
+    "matern12": Family.MATERN12,
+    "matern-1/2": Family.MATERN12,
+    "matern1/2": Family.MATERN12,
+    "exponential": Family.MATERN12,
+    "matern32": Family.MATERN32,
+    "matern-3/2": Family.MATERN32,
+    "matern3/2": Family.MATERN32,
+    "matern52": Family.MATERN52,
+    "matern-5/2": Family.MATERN52,
+    "matern5/2": Family.MATERN52,
+}
+
+
+def as_family(family: FamilyLike) -> Family:
+    """Parse a family name (``"se"``, ``"matern52"``, ``"matern-3/2"``, ...) into a :class:`Family`.
+
+    Raises:
+        ValueError: if the name is not one of the four supported families.
+    """
+    if isinstance(family, Family):
+        return family
+    key = str(family).strip().lower().replace("_", "").replace(" ", "")
+    key = {"squaredexponential": "squared_exponential"}.get(key, key)
+    if key in _ALIASES:
+        return _ALIASES[key]
+    raise ValueError(
+        f"unknown correlation family {family!r}; expected one of "
+        "'se', 'matern12', 'matern32', 'matern52'"
+    )
+
+
+def smoothness(family: FamilyLike) -> float:
+    """The Matern smoothness nu of a family (``inf`` for SE)."""
+    return {
+        Family.SE: math.inf,
+        Family.MATERN12: 0.5,
+        Family.MATERN32: 1.5,
+        Family.MATERN52: 2.5,
+    }[as_family(family)]
+
+
+def correlation(family: FamilyLike, r: torch.Tensor) -> torch.Tensor:
+    """Correlation ``k(r)`` at scaled distances ``r = |tau| / l`` (any shape, ``r >= 0``).
+
+    Differentiable with torch autograd; follows the dtype and device of ``r``.
+    """
+    fam = as_family(family)
+    if fam is Family.SE:
+        return torch.exp(-0.5 * r * r)
+    if fam is Family.MATERN12:
+        return torch.exp(-r)
+    if fam is Family.MATERN32:
+        s = math.sqrt(3.0) * r
+        return (1.0 + s) * torch.exp(-s)
+    s = math.sqrt(5.0) * r
+    return (1.0 + s + s * s / 3.0) * torch.exp(-s)
+
+
+def correlation_and_scale_derivative(
+    family: FamilyLike, r: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k(r)`` and ``-r k'(r)``, the derivative of ``k(|tau| / l)`` with respect to ``log l``.
+
+    Used by the analytic marginal-likelihood gradient. ``-r k'(r)`` is
+    ``r^2 exp(-r^2/2)`` (SE), ``r exp(-r)`` (Matern-1/2), ``3 r^2 exp(-sqrt(3) r)``
+    (Matern-3/2) and ``(5/3) r^2 (1 + sqrt(5) r) exp(-sqrt(5) r)`` (Matern-5/2).
+    """
+    fam = as_family(family)
+    if fam is Family.SE:
+        e = torch.exp(-0.5 * r * r)
+        return e, r * r * e
+    if fam is Family.MATERN12:
+        e = torch.exp(-r)
+        return e, r * e
+    if fam is Family.MATERN32:
+        s = math.sqrt(3.0) * r
+        e = torch.exp(-s)
+        return (1.0 + s) * e, s * s * e
+    s = math.sqrt(5.0) * r
+    e = torch.exp(-s)
+    return (1.0 + s + s * s / 3.0) * e, (s * s / 3.0) * (1.0 + s) * e
+
+
+def correlation_np(family: FamilyLike, r: np.ndarray | float) -> np.ndarray:
+    """NumPy twin of :func:`correlation` for code that never needs gradients."""
+    return correlation(family, torch.as_tensor(np.asarray(r, dtype=float))).numpy()
+
+
+def matern_polynomial(family: FamilyLike, lengthscale: float) -> tuple[float, np.ndarray]:
+    """Write a half-integer Matern correlation as ``k(tau) = exp(-a tau) * sum_m c[m] tau^m``.
+
+    Args:
+        family: ``matern12``, ``matern32`` or ``matern52``.
+        lengthscale: ``l > 0`` (same unit as ``tau``).
+
+    Returns:
+        ``(a, c)`` with ``a = sqrt(2 nu) / l`` (1/time unit) and ``c`` the polynomial
+        coefficients in increasing degree (``c[0] = 1``).
+    """
+    fam = as_family(family)
+    if fam is Family.SE:
+        raise ValueError("the SE correlation is not of the form exp(-a tau) P(tau)")
+    nu = smoothness(fam)
+    a = math.sqrt(2.0 * nu) / lengthscale
+    if fam is Family.MATERN12:
+        return a, np.array([1.0])
+    if fam is Family.MATERN32:
+        return a, np.array([1.0, a])
+    return a, np.array([1.0, a, a * a / 3.0])
+
+
+def spectral_density(family: FamilyLike, s: np.ndarray, lengthscale: float) -> np.ndarray:
+    """One-dimensional spectral density ``S(s) = int k(tau) exp(-2 pi i s tau) dtau``.
+
+    ``s`` is in cycles per time unit, so ``int_R S(s) ds = k(0) = 1``
+    (W-DBO eq. 62 and 66 for one dimension; the spec's section 0.3).
+    """
+    fam = as_family(family)
+    s = np.asarray(s, dtype=float)
+    l = float(lengthscale)
+    if fam is Family.SE:
+        return math.sqrt(2.0 * math.pi) * l * np.exp(-2.0 * math.pi**2 * l**2 * s**2)
+    nu = smoothness(fam)
+    const = (
+        2.0
+        * math.sqrt(math.pi)
+        * math.gamma(nu + 0.5)
+        * (2.0 * nu) ** nu
+        / (math.gamma(nu) * l ** (2.0 * nu))
+    )
+    return const * (2.0 * nu / l**2 + 4.0 * math.pi**2 * s**2) ** (-(nu + 0.5))

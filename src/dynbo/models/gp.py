@@ -1,0 +1,387 @@
+"""An exact GP with a cached Cholesky factor that a TVBO loop can afford.
+
+The GP keeps ``L = chol(Delta)``, ``Delta = lambda * C(Z, Z) + diag(sigma^2 * s_i) + jitter I``
+(``C`` the correlation of :class:`~dynbo.models.kernel.KernelSpec`, ``s_i`` a per-observation
+noise scale, 1 by default) and ``alpha = Delta^{-1} y_std``. Adding or removing one
+observation updates ``L`` and ``alpha`` in O(n^2); changing the hyperparameters
+refactorizes (O(n^3)).
+
+Targets are standardized: ``y_std = (y - target_mean) / target_scale``. The two
+constants are computed by :meth:`SpatioTemporalGP.set_data` and
+:meth:`SpatioTemporalGP.restandardize` (the hyperparameter fit calls the latter) and are
+*kept* by :meth:`add` / :meth:`remove`, so that an add or a remove is an exact O(n^2)
+change of one model, not a change of units. All hyperparameters are in standardized
+units.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from dynbo.models.kernel import Hyperparameters, KernelSpec, as_lengthscale_tensor
+from dynbo.models.linalg import (
+    CholeskyJitterWarning,
+    cholesky_append,
+    cholesky_delete,
+    robust_cholesky,
+)
+
+__all__ = ["SpatioTemporalGP"]
+
+_MIN_VARIANCE = 1e-12
+
+
+class SpatioTemporalGP:
+    """Exact GP regression on the separable kernel ``lambda k_S k_T``.
+
+    Args:
+        kernel: the kernel families and spatial dimension.
+        hyperparameters: initial values (standardized units); defaults to
+            ``lambda = 1, l_S = 0.2, l_T = 1, sigma^2 = 1e-2``.
+        standardize: standardize the targets (the papers' default); with ``False`` the
+            prior mean is 0 and the targets are used as they are (within-model
+            benchmarks with a known prior).
+        dtype: floating dtype of every tensor (default float64).
+        device: torch device of every tensor.
+
+    Inputs are ``(n, kernel.input_dim)`` tensors: spatial coordinates in the unit box,
+    then (if the kernel models time) the time stamp.
+    """
+
+    def __init__(
+        self,
+        kernel: KernelSpec,
+        hyperparameters: Hyperparameters | None = None,
+        *,
+        standardize: bool = True,
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str | None = None,
+    ) -> None:
+        self.kernel = kernel
+        if hyperparameters is None:
+            hyperparameters = Hyperparameters(lengthscale_time=1.0 if kernel.uses_time else None)
+        self._hyper = hyperparameters.for_kernel(kernel)
+        self.standardize = standardize
+        self.dtype = dtype
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        D = kernel.input_dim
+        self._inputs = torch.empty((0, D), dtype=dtype, device=self.device)
+        self._targets = torch.empty((0,), dtype=dtype, device=self.device)
+        self._noise_scale = torch.empty((0,), dtype=dtype, device=self.device)
+        self._factor = torch.empty((0, 0), dtype=dtype, device=self.device)
+        self._alpha = torch.empty((0,), dtype=dtype, device=self.device)
+        self._target_mean = 0.0
+        self._target_scale = 1.0
+        self._jitter = 0.0
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n(self) -> int:
+        """Number of observations."""
+        return int(self._targets.shape[0])
+
+    @property
+    def hyperparameters(self) -> Hyperparameters:
+        return self._hyper
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        """``(n, input_dim)`` training inputs (a copy)."""
+        return self._inputs.clone()
+
+    @property
+    def targets(self) -> torch.Tensor:
+        """``(n,)`` training targets in original units (a copy)."""
+        return self._targets.clone()
+
+    @property
+    def noise_scale(self) -> torch.Tensor:
+        """``(n,)`` per-observation noise multipliers ``s_i`` (a copy)."""
+        return self._noise_scale.clone()
+
+    @property
+    def noise_variances(self) -> torch.Tensor:
+        """``(n,)`` noise variances ``sigma^2 s_i`` in standardized units."""
+        return self._hyper.noise * self._noise_scale
+
+    @property
+    def cholesky_factor(self) -> torch.Tensor:
+        """``(n, n)`` cached lower factor of ``Delta`` (a view; do not modify)."""
+        return self._factor
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """``(n,)`` ``Delta^{-1} y_std``."""
+        return self._alpha
+
+    @property
+    def jitter(self) -> float:
+        """Diagonal jitter inside the cached factor (0 unless a factorization needed it)."""
+        return self._jitter
+
+    @property
+    def target_mean(self) -> float:
+        return self._target_mean
+
+    @property
+    def target_scale(self) -> float:
+        return self._target_scale
+
+    @property
+    def standardized_targets(self) -> torch.Tensor:
+        """``(n,)`` ``(y - target_mean) / target_scale``."""
+        return (self._targets - self._target_mean) / self._target_scale
+
+    # ------------------------------------------------------------------ kernel
+    def covariance(self, inputs1: torch.Tensor, inputs2: torch.Tensor) -> torch.Tensor:
+        """Prior covariance ``lambda C(inputs1, inputs2)``: ``(..., n1, n2)``."""
+        h = self._hyper
+        ls = as_lengthscale_tensor(h.lengthscale_space, inputs1)
+        return h.outputscale * self.kernel.correlation(inputs1, inputs2, ls, h.lengthscale_time)
+
+    def _delta(self) -> torch.Tensor:
+        cov = self.covariance(self._inputs, self._inputs)
+        return cov + torch.diag(self.noise_variances)
+
+    # ------------------------------------------------------------------ data
+    def _as_inputs(self, inputs: torch.Tensor) -> torch.Tensor:
+        inputs = torch.as_tensor(inputs, dtype=self.dtype, device=self.device)
+        if inputs.ndim == 1:
+            inputs = inputs.reshape(1, -1)
+        if inputs.ndim != 2 or inputs.shape[1] != self.kernel.input_dim:
+            raise ValueError(
+                f"inputs must have shape (n, {self.kernel.input_dim}), got {tuple(inputs.shape)}"
+            )
+        if not torch.isfinite(inputs).all():
+            raise ValueError("inputs contain NaN or infinite values")
+        return inputs
+
+    def _as_vector(self, values: torch.Tensor | float, n: int, name: str) -> torch.Tensor:
+        v = torch.as_tensor(values, dtype=self.dtype, device=self.device).reshape(-1)
+        if v.numel() == 1 and n != 1:
+            v = v.expand(n).clone()
+        if v.shape != (n,):
+            raise ValueError(f"{name} must have {n} values, got {v.numel()}")
+        if not torch.isfinite(v).all():
+            raise ValueError(f"{name} contain NaN or infinite values")
+        return v
+
+    def set_data(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        noise_scale: torch.Tensor | None = None,
+    ) -> None:
+        """Replace the dataset, restandardize and refactorize (O(n^3)).
+
+        Args:
+            inputs: ``(n, input_dim)``.
+            targets: ``(n,)`` in original units.
+            noise_scale: ``(n,)`` positive multipliers of ``sigma^2`` (default ones).
+        """
+        inputs = self._as_inputs(inputs) if len(inputs) else self._inputs[:0]
+        n = inputs.shape[0]
+        targets = self._as_vector(targets, n, "targets")
+        scale = self._as_vector(1.0 if noise_scale is None else noise_scale, n, "noise_scale")
+        if (scale <= 0).any():
+            raise ValueError("noise_scale must be positive")
+        self._inputs, self._targets, self._noise_scale = inputs, targets, scale
+        self._compute_standardization()
+        self.refactorize()
+
+    def set_noise_scale(self, noise_scale: torch.Tensor) -> None:
+        """Change every per-observation noise multiplier (refactorizes, O(n^3))."""
+        scale = self._as_vector(noise_scale, self.n, "noise_scale")
+        if (scale <= 0).any():
+            raise ValueError("noise_scale must be positive")
+        self._noise_scale = scale
+        self.refactorize()
+
+    def set_hyperparameters(self, hyperparameters: Hyperparameters) -> None:
+        """Change the hyperparameters and refactorize (O(n^3))."""
+        self._hyper = hyperparameters.for_kernel(self.kernel)
+        self.refactorize()
+
+    def restandardize(self) -> None:
+        """Recompute ``target_mean`` / ``target_scale`` from the current targets (O(n^2))."""
+        self._compute_standardization()
+        self._update_alpha()
+
+    def _compute_standardization(self) -> None:
+        if not self.standardize or self.n == 0:
+            self._target_mean, self._target_scale = 0.0, 1.0
+            return
+        self._target_mean = float(self._targets.mean())
+        std = float(self._targets.std()) if self.n > 1 else 0.0
+        # A constant dataset has no scale to learn; keep unit scale rather than divide by 0.
+        self._target_scale = std if std > 1e-12 * max(1.0, abs(self._target_mean)) else 1.0
+
+    def refactorize(self) -> None:
+        """Fresh Cholesky factorization of ``Delta`` (adds and reports jitter only if needed)."""
+        self._factor, self._jitter = robust_cholesky(
+            self._delta(), what="GP covariance matrix K + noise"
+        )
+        self._update_alpha()
+
+    def _update_alpha(self) -> None:
+        if self.n == 0:
+            self._alpha = self._targets.new_zeros(0)
+            return
+        y = self.standardized_targets.reshape(-1, 1)
+        self._alpha = torch.cholesky_solve(y, self._factor, upper=False).reshape(-1)
+
+    def add(
+        self,
+        inputs: torch.Tensor,
+        targets: torch.Tensor | float,
+        noise_scale: torch.Tensor | float | None = None,
+    ) -> None:
+        """Append observations, updating the factor in O(n^2) per row.
+
+        The standardization constants are kept (see the module docstring). If an update
+        pivot is not safely positive (a near-duplicate input with tiny noise), the
+        factor is recomputed with jitter and a :class:`CholeskyJitterWarning` is emitted.
+
+        Args:
+            inputs: ``(input_dim,)`` or ``(k, input_dim)``.
+            targets: ``k`` values in original units.
+            noise_scale: ``k`` positive noise multipliers (default 1).
+        """
+        inputs = self._as_inputs(inputs)
+        k = inputs.shape[0]
+        targets = self._as_vector(targets, k, "targets")
+        scale = self._as_vector(1.0 if noise_scale is None else noise_scale, k, "noise_scale")
+        if (scale <= 0).any():
+            raise ValueError("noise_scale must be positive")
+        was_empty = self.n == 0
+        for row in range(k):
+            z = inputs[row : row + 1]
+            cross = self.covariance(self._inputs, z).reshape(-1)
+            diag = self._hyper.outputscale + self._hyper.noise * float(scale[row]) + self._jitter
+            new_factor = cholesky_append(self._factor, cross, diag)
+            self._inputs = torch.cat([self._inputs, z])
+            self._targets = torch.cat([self._targets, targets[row : row + 1]])
+            self._noise_scale = torch.cat([self._noise_scale, scale[row : row + 1]])
+            if new_factor is None:
+                warnings.warn(
+                    "adding an observation made the GP covariance matrix numerically "
+                    "singular; refactorizing with jitter",
+                    CholeskyJitterWarning,
+                    stacklevel=2,
+                )
+                self._factor, self._jitter = robust_cholesky(
+                    self._delta(), what="GP covariance matrix K + noise", warn=False
+                )
+            else:
+                self._factor = new_factor
+        if was_empty:
+            self._compute_standardization()
+        self._update_alpha()
+
+    def remove(self, index: int) -> None:
+        """Remove observation ``index`` (0-based), downdating the factor in O(n^2)."""
+        n = self.n
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
+            raise IndexError(f"observation index {index!r} out of range for {n} observations")
+        self._factor = cholesky_delete(self._factor, index)
+        keep = torch.ones(n, dtype=torch.bool, device=self.device)
+        keep[index] = False
+        self._inputs = self._inputs[keep]
+        self._targets = self._targets[keep]
+        self._noise_scale = self._noise_scale[keep]
+        self._update_alpha()
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, object]:
+        """Data, hyperparameters, standardization and the cached factor (exact copies)."""
+        return {
+            "hyperparameters": self._hyper.as_dict(),
+            "inputs": self._inputs.detach().cpu().clone(),
+            "targets": self._targets.detach().cpu().clone(),
+            "noise_scale": self._noise_scale.detach().cpu().clone(),
+            "factor": self._factor.detach().cpu().clone(),
+            "alpha": self._alpha.detach().cpu().clone(),
+            "target_mean": self._target_mean,
+            "target_scale": self._target_scale,
+            "jitter": self._jitter,
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict` without refactorizing (bit-exact)."""
+
+        def t(name: str) -> torch.Tensor:
+            value = state[name]
+            assert isinstance(value, torch.Tensor)
+            return value.to(dtype=self.dtype, device=self.device).clone()
+
+        self._hyper = Hyperparameters.from_dict(state["hyperparameters"]).for_kernel(self.kernel)  # type: ignore[arg-type]
+        self._inputs, self._targets = t("inputs"), t("targets")
+        self._noise_scale, self._factor, self._alpha = t("noise_scale"), t("factor"), t("alpha")
+        self._target_mean = float(state["target_mean"])  # type: ignore[arg-type]
+        self._target_scale = float(state["target_scale"])  # type: ignore[arg-type]
+        self._jitter = float(state["jitter"])  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ inference
+    def predict(
+        self,
+        test_inputs: torch.Tensor,
+        *,
+        full_covariance: bool = False,
+        standardized: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posterior mean and variance (or covariance) of the latent f.
+
+        Args:
+            test_inputs: ``(..., m, input_dim)``; differentiable (autograd flows to it).
+            full_covariance: return ``(..., m, m)`` covariances instead of ``(..., m)``
+                variances.
+            standardized: return moments in standardized units instead of original ones.
+
+        Returns:
+            ``(mean, variance)``: ``(..., m)`` and ``(..., m)`` or ``(..., m, m)``.
+        """
+        z = test_inputs.to(dtype=self.dtype, device=self.device)
+        if z.shape[-1] != self.kernel.input_dim:
+            raise ValueError(
+                f"test inputs must have {self.kernel.input_dim} columns, got {z.shape[-1]}"
+            )
+        batch, m = z.shape[:-2], z.shape[-2]
+        flat = z.reshape(-1, z.shape[-1])
+        lam = self._hyper.outputscale
+        if self.n == 0:
+            mean = flat.new_zeros(flat.shape[0])
+            if full_covariance:
+                cov = self.covariance(z, z)
+            else:
+                var = flat.new_full((flat.shape[0],), lam)
+        else:
+            cross = self.covariance(flat, self._inputs)  # (M, n)
+            mean = cross @ self._alpha
+            v = torch.linalg.solve_triangular(self._factor, cross.T, upper=False)  # (n, M)
+            if full_covariance:
+                vb = v.T.reshape(*batch, m, self.n)
+                cov = self.covariance(z, z) - vb @ vb.transpose(-1, -2)
+            else:
+                var = (lam - (v * v).sum(0)).clamp_min(_MIN_VARIANCE)
+        mean = mean.reshape(*batch, m)
+        if not standardized:
+            mean = mean * self._target_scale + self._target_mean
+        if full_covariance:
+            out = cov if standardized else cov * self._target_scale**2
+            return mean, out
+        var = var.reshape(*batch, m)
+        return mean, (var if standardized else var * self._target_scale**2)
+
+    def log_marginal_likelihood(self) -> float:
+        """``log p(y_std | Z, theta)`` of the standardized targets under the cached factor."""
+        if self.n == 0:
+            return 0.0
+        y = self.standardized_targets
+        return float(
+            -0.5 * y.dot(self._alpha)
+            - torch.log(self._factor.diagonal()).sum()
+            - 0.5 * self.n * math.log(2 * math.pi)
+        )

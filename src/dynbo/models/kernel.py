@@ -1,0 +1,235 @@
+"""The separable spatio-temporal kernel and its hyperparameters.
+
+``k((x, t), (x', t')) = lambda * k_S(||x - x'|| / l_S) * k_T(|t - t'| / l_T)``
+(W-DBO Assumption 3.2, BOLT Assumption 3.2), with ``k_S`` and ``k_T`` any of the
+families of :mod:`dynbo.kernels`. Inputs are rows ``z = (x_1, ..., x_d, t)``: the
+spatial coordinates (already mapped to the unit box by the policy) followed by the
+time stamp in the policy's time unit (seconds or steps). A kernel with
+``temporal=None`` ignores time and its inputs are the ``d`` spatial coordinates only.
+With ``ard=True`` the spatial distance is ``sqrt(sum_j ((x_j - x'_j) / l_j)^2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from dynbo.kernels import Family, as_family, correlation
+
+__all__ = ["KernelSpec", "Hyperparameters", "HyperparameterBounds"]
+
+# Distances enter through sqrt(r^2); clamping r^2 keeps the autograd gradient of
+# sqrt finite at coincident points (there the true gradient of an even kernel is 0).
+_MIN_SQUARED_DISTANCE = 1e-30
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Which correlation families a GP uses, and on how many spatial dimensions.
+
+    Attributes:
+        dim: number of spatial dimensions ``d``.
+        spatial: family of ``k_S`` (default Matern-5/2, the papers' default).
+        temporal: family of ``k_T`` (default Matern-3/2), or ``None`` for a purely
+            spatial kernel that ignores time.
+        ard: one spatial lengthscale per dimension instead of one shared lengthscale.
+    """
+
+    dim: int
+    spatial: Family = Family.MATERN52
+    temporal: Family | None = Family.MATERN32
+    ard: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dim, int) or isinstance(self.dim, bool) or self.dim < 1:
+            raise ValueError(f"kernel dimension must be a positive integer, got {self.dim!r}")
+        object.__setattr__(self, "spatial", as_family(self.spatial))
+        if self.temporal is not None:
+            object.__setattr__(self, "temporal", as_family(self.temporal))
+
+    @property
+    def uses_time(self) -> bool:
+        """Whether the last input column is a time stamp."""
+        return self.temporal is not None
+
+    @property
+    def input_dim(self) -> int:
+        """Number of input columns: ``d + 1`` with time, ``d`` without."""
+        return self.dim + (1 if self.uses_time else 0)
+
+    @property
+    def num_spatial_lengthscales(self) -> int:
+        return self.dim if self.ard else 1
+
+    def correlation(
+        self,
+        inputs1: torch.Tensor,
+        inputs2: torch.Tensor,
+        lengthscale_space: torch.Tensor,
+        lengthscale_time: torch.Tensor | float | None,
+    ) -> torch.Tensor:
+        """Correlation matrix ``k_S * k_T`` (without the scale lambda).
+
+        Args:
+            inputs1: ``(..., n1, input_dim)``.
+            inputs2: ``(..., n2, input_dim)``.
+            lengthscale_space: ``(1,)`` or ``(d,)`` tensor, in unit-box units.
+            lengthscale_time: scalar in the time unit of the inputs (ignored if the
+                kernel has no temporal part).
+
+        Returns:
+            ``(..., n1, n2)`` correlations in ``[0, 1]``.
+        """
+        d = self.dim
+        x1 = inputs1[..., :d] / lengthscale_space
+        x2 = inputs2[..., :d] / lengthscale_space
+        sq = _squared_distance(x1, x2)
+        corr = correlation(self.spatial, sq.clamp_min(_MIN_SQUARED_DISTANCE).sqrt())
+        if self.temporal is not None:
+            assert lengthscale_time is not None
+            dt = (inputs1[..., d, None] - inputs2[..., None, :, d]).abs() / lengthscale_time
+            corr = corr * correlation(self.temporal, dt)
+        return corr
+
+    def spatial_only(self) -> KernelSpec:
+        """The same spatial part without time."""
+        return replace(self, temporal=None)
+
+
+def _squared_distance(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    # Explicit differences, not the |a|^2 + |b|^2 - 2ab expansion: the expansion
+    # loses all digits for nearby points, which the posterior variance needs.
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    return (diff * diff).sum(-1)
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """Values of the kernel and likelihood hyperparameters (targets in standardized units).
+
+    Attributes:
+        outputscale: ``lambda > 0``, the prior variance of f.
+        lengthscale_space: ``l_S`` per spatial dimension (length 1 if isotropic), in
+            unit-box units.
+        lengthscale_time: ``l_T`` in the policy's time unit, ``None`` for spatial kernels.
+        noise: ``sigma^2 >= 0``, the homoscedastic noise variance; per-observation noise
+            is ``noise * noise_scale_i`` (see :class:`dynbo.models.SpatioTemporalGP`).
+    """
+
+    outputscale: float = 1.0
+    lengthscale_space: tuple[float, ...] = (0.2,)
+    lengthscale_time: float | None = None
+    noise: float = 1e-2
+
+    def __post_init__(self) -> None:
+        ls = self.lengthscale_space
+        if isinstance(ls, (int, float)):
+            ls = (float(ls),)
+        object.__setattr__(self, "lengthscale_space", tuple(float(v) for v in ls))
+        _check_positive("outputscale", self.outputscale)
+        for v in self.lengthscale_space:
+            _check_positive("lengthscale_space", v)
+        if self.lengthscale_time is not None:
+            _check_positive("lengthscale_time", self.lengthscale_time)
+        if not (math.isfinite(self.noise) and self.noise >= 0.0):
+            raise ValueError(f"noise must be a finite non-negative number, got {self.noise!r}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "outputscale": self.outputscale,
+            "lengthscale_space": list(self.lengthscale_space),
+            "lengthscale_time": self.lengthscale_time,
+            "noise": self.noise,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Hyperparameters:
+        return cls(
+            outputscale=float(data["outputscale"]),  # type: ignore[arg-type]
+            lengthscale_space=tuple(data["lengthscale_space"]),  # type: ignore[arg-type]
+            lengthscale_time=(
+                None if data["lengthscale_time"] is None else float(data["lengthscale_time"])  # type: ignore[arg-type]
+            ),
+            noise=float(data["noise"]),  # type: ignore[arg-type]
+        )
+
+    def for_kernel(self, kernel: KernelSpec) -> Hyperparameters:
+        """Broadcast/validate the lengthscales against a kernel spec."""
+        ls = self.lengthscale_space
+        want = kernel.num_spatial_lengthscales
+        if len(ls) == 1 and want > 1:
+            ls = ls * want
+        elif len(ls) != want:
+            raise ValueError(f"lengthscale_space has {len(ls)} values but the kernel needs {want}")
+        lt = self.lengthscale_time
+        if kernel.uses_time and lt is None:
+            raise ValueError("the kernel models time but lengthscale_time is None")
+        if not kernel.uses_time:
+            lt = None
+        return replace(self, lengthscale_space=ls, lengthscale_time=lt)
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class HyperparameterBounds:
+    """Box bounds for maximum-likelihood fitting (each a ``(low, high)`` pair).
+
+    Defaults are wide enough for targets standardized to unit variance, inputs in the
+    unit box and time in seconds or steps. The noise floor ``1e-4`` (BoTorch's default
+    for standardized targets) keeps maximum likelihood away from interpolating
+    solutions with vanishing noise and lengthscales. ``fixed`` names hyperparameters that the
+    fit must leave at their current value (e.g. ``{"noise"}`` when the noise is known).
+    """
+
+    outputscale: tuple[float, float] = (1e-2, 1e2)
+    lengthscale_space: tuple[float, float] = (1e-2, 1e1)
+    lengthscale_time: tuple[float, float] = (1e-2, 1e5)
+    noise: tuple[float, float] = (1e-4, 2.0)
+    fixed: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        for name in ("outputscale", "lengthscale_space", "lengthscale_time", "noise"):
+            low, high = getattr(self, name)
+            if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
+                raise ValueError(
+                    f"bounds for {name} must satisfy 0 < low < high (finite), got {(low, high)}"
+                )
+        object.__setattr__(self, "fixed", frozenset(self.fixed))
+        unknown = set(self.fixed) - {
+            "outputscale",
+            "lengthscale_space",
+            "lengthscale_time",
+            "noise",
+        }
+        if unknown:
+            raise ValueError(f"unknown hyperparameter names in fixed: {sorted(unknown)}")
+
+    def clip(self, h: Hyperparameters) -> Hyperparameters:
+        """Project hyperparameters into the bounds (fixed ones are left untouched)."""
+
+        def c(name: str, v: float) -> float:
+            if name in self.fixed:
+                return v
+            low, high = getattr(self, name)
+            return min(max(v, low), high)
+
+        return Hyperparameters(
+            outputscale=c("outputscale", h.outputscale),
+            lengthscale_space=tuple(c("lengthscale_space", v) for v in h.lengthscale_space),
+            lengthscale_time=(
+                None if h.lengthscale_time is None else c("lengthscale_time", h.lengthscale_time)
+            ),
+            noise=c("noise", h.noise),
+        )
+
+
+def as_lengthscale_tensor(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
+    """Lengthscales as a tensor with the dtype/device of ``like``."""
+    return torch.as_tensor(list(values), dtype=like.dtype, device=like.device)

@@ -1,0 +1,189 @@
+"""Cholesky factors that change one row at a time.
+
+A TVBO loop adds one observation per iteration and the relevancy-based policies
+remove observations one by one, so the GP keeps the lower Cholesky factor ``L`` of
+``Delta = K + diag(noise)`` and updates it instead of refactorizing:
+
+* :func:`cholesky_append` (new last row/column) costs one triangular solve, O(n^2);
+* :func:`cholesky_delete` (drop row/column ``i``) is a rank-one *update* of the
+  trailing block, O(n^2), computed by :func:`cholesky_rank_one_update`.
+
+All functions work on any torch device and dtype (float64 recommended).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+__all__ = [
+    "CholeskyJitterWarning",
+    "NumericalError",
+    "robust_cholesky",
+    "cholesky_append",
+    "cholesky_delete",
+    "cholesky_rank_one_update",
+]
+
+
+class CholeskyJitterWarning(RuntimeWarning):
+    """A matrix was not numerically positive definite and jitter was added to its diagonal."""
+
+
+class NumericalError(RuntimeError):
+    """A factorization failed even with the largest allowed jitter."""
+
+
+def robust_cholesky(
+    matrix: torch.Tensor,
+    *,
+    max_relative_jitter: float = 1e-2,
+    warn: bool = True,
+    what: str = "covariance matrix",
+) -> tuple[torch.Tensor, float]:
+    """Lower Cholesky factor of a symmetric matrix, adding jitter only if needed.
+
+    Jitter starts at ``1e-10 * mean(diag)`` and grows tenfold per attempt up to
+    ``max_relative_jitter * mean(diag)``.
+
+    Args:
+        matrix: ``(n, n)`` symmetric matrix.
+        max_relative_jitter: largest jitter tried, relative to the mean diagonal.
+        warn: emit a :class:`CholeskyJitterWarning` naming the jitter that was added.
+        what: what the matrix is, for the messages.
+
+    Returns:
+        ``(L, jitter)`` with ``L L^T = matrix + jitter * I``.
+
+    Raises:
+        NumericalError: if the matrix holds NaN/inf or stays indefinite at the largest jitter.
+    """
+    if not torch.isfinite(matrix).all():
+        raise NumericalError(f"{what} contains NaN or infinite entries")
+    n = matrix.shape[-1]
+    if n == 0:
+        return matrix.clone(), 0.0
+    factor, info = torch.linalg.cholesky_ex(matrix)
+    if int(info) == 0:
+        return factor, 0.0
+    scale = float(matrix.diagonal().abs().mean())
+    scale = scale if scale > 0 else 1.0
+    jitter = 1e-10 * scale
+    eye = torch.eye(n, dtype=matrix.dtype, device=matrix.device)
+    while jitter <= max_relative_jitter * scale * (1 + 1e-12):
+        factor, info = torch.linalg.cholesky_ex(matrix + jitter * eye)
+        if int(info) == 0:
+            if warn:
+                warnings.warn(
+                    f"{what} ({n}x{n}) was not numerically positive definite; "
+                    f"added jitter {jitter:.3g} to its diagonal",
+                    CholeskyJitterWarning,
+                    stacklevel=2,
+                )
+            return factor, jitter
+        jitter *= 10.0
+    raise NumericalError(
+        f"Cholesky factorization of the {what} ({n}x{n}) failed even with jitter "
+        f"{max_relative_jitter * scale:.3g}; the hyperparameters or inputs are degenerate"
+    )
+
+
+def cholesky_append(
+    factor: torch.Tensor, cross: torch.Tensor, diagonal: float | torch.Tensor
+) -> torch.Tensor | None:
+    """Factor of ``[[A, b], [b^T, c]]`` from the factor ``L`` of ``A``, in O(n^2).
+
+    Args:
+        factor: ``(n, n)`` lower factor of ``A``.
+        cross: ``(n,)`` the new column ``b``.
+        diagonal: the new diagonal entry ``c``.
+
+    Returns:
+        ``(n + 1, n + 1)`` lower factor, or ``None`` when the new pivot
+        ``c - |L^{-1} b|^2`` is not safely positive (the caller then refactorizes with
+        jitter).
+    """
+    n = factor.shape[0]
+    diagonal = torch.as_tensor(diagonal, dtype=factor.dtype, device=factor.device)
+    if n == 0:
+        if float(diagonal) <= 0:
+            return None
+        return diagonal.sqrt().reshape(1, 1)
+    row = torch.linalg.solve_triangular(factor, cross.reshape(n, 1), upper=False).reshape(n)
+    pivot = diagonal - row.dot(row)
+    # A pivot that small relative to c means the new point is numerically a copy of
+    # old ones: its square root would carry no correct digits.
+    if not bool(torch.isfinite(pivot)) or float(pivot) <= 1e-12 * float(diagonal):
+        return None
+    out = factor.new_zeros((n + 1, n + 1))
+    out[:n, :n] = factor
+    out[n, :n] = row
+    out[n, n] = pivot.sqrt()
+    return out
+
+
+def cholesky_rank_one_update(factor: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+    """Lower factor of ``L L^T + v v^T`` from ``L``, in O(n^2) without a Python loop.
+
+    Uses ``L L^T + v v^T = L (I + p p^T) L^T`` with ``p = L^{-1} v``; the factor of
+    ``I + p p^T`` is ``D + strict_tril(p g^T)`` with ``beta_k = 1 + sum_{j<=k} p_j^2``,
+    ``D_kk = sqrt(beta_k / beta_{k-1})`` and ``g_k = p_k / sqrt(beta_k beta_{k-1})``
+    (Gill, Golub, Murray & Saunders 1974, method C1). Column ``k`` of ``L`` times that
+    factor is ``D_kk L[:, k] + g_k sum_{i>k} p_i L[:, i]``: a reversed cumulative sum.
+    Every ``beta_k >= 1``, so no step can lose positivity (this is an update, never a
+    downdate).
+
+    Args:
+        factor: ``(m, m)`` lower-triangular with positive diagonal.
+        vector: ``(m,)``.
+
+    Returns:
+        ``(m, m)`` lower factor.
+    """
+    m = factor.shape[0]
+    if m == 0:
+        return factor.clone()
+    p = torch.linalg.solve_triangular(factor, vector.reshape(m, 1), upper=False).reshape(m)
+    beta = 1.0 + torch.cumsum(p * p, 0)
+    beta_prev = torch.cat([beta.new_ones(1), beta[:-1]])
+    d = torch.sqrt(beta / beta_prev)
+    g = p / torch.sqrt(beta * beta_prev)
+    # Work on the transpose (rows = columns of L): torch's cumulative sums are much
+    # faster along this layout, and the result needs no copy back.
+    weighted = factor.T * p[:, None]
+    tail = torch.flip(weighted, [0]).cumsum_(0).flip([0])
+    tail.sub_(weighted).mul_(g[:, None])
+    tail.add_(factor.T * d[:, None])
+    return tail.T.tril_()
+
+
+def cholesky_delete(factor: torch.Tensor, index: int) -> torch.Tensor:
+    """Factor of ``A`` without row/column ``index``, from the factor of ``A``, in O(n^2).
+
+    With ``L = [[L11, 0, 0], [l21, l22, 0], [L31, l32, L33]]`` the reduced matrix is
+    ``[[L11 L11^T, L11 L31^T], [L31 L11^T, L31 L31^T + L33 L33^T + l32 l32^T]]``, so
+    only the trailing block changes, by a rank-one update with ``l32``.
+
+    Args:
+        factor: ``(n, n)`` lower factor.
+        index: row to remove, ``0 <= index < n``.
+
+    Returns:
+        ``(n - 1, n - 1)`` lower factor.
+    """
+    n = factor.shape[0]
+    if not 0 <= index < n:
+        raise IndexError(f"cannot delete row {index} of a {n}x{n} factor")
+    keep = torch.cat(
+        [
+            torch.arange(index, device=factor.device),
+            torch.arange(index + 1, n, device=factor.device),
+        ]
+    )
+    out = factor[keep][:, keep].clone()
+    if index < n - 1:
+        out[index:, index:] = cholesky_rank_one_update(
+            factor[index + 1 :, index + 1 :], factor[index + 1 :, index]
+        )
+    return out

@@ -1,0 +1,30 @@
+"""TVBO policies behind one ask/tell API (see :class:`dynbo.policies.Policy`).
+
+``make(name, **config)`` builds a policy by its registered name; ``available()`` lists
+the names.
+"""
+
+from dynbo.policies.base import (
+    Dataset,
+    Diagnostics,
+    Policy,
+    Query,
+    available,
+    make,
+    policy_class,
+    register,
+)
+from dynbo.policies.gp_ucb import GPUCB, SpatioTemporalGPUCB
+
+__all__ = [
+    "GPUCB",
+    "Dataset",
+    "Diagnostics",
+    "Policy",
+    "Query",
+    "SpatioTemporalGPUCB",
+    "available",
+    "make",
+    "policy_class",
+    "register",
+]

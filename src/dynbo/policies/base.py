@@ -1,0 +1,679 @@
+"""The ask/tell base class every dynbo policy derives from.
+
+A policy proposes where and when to evaluate a drifting objective and learns from the
+answers::
+
+    query = policy.suggest(t)          # t: the current time (seconds or steps)
+    y = f(query.x, query.t) + noise    # evaluate at query.t (>= t; later for ABO)
+    policy.observe(query.x, query.t, y)
+
+``suggest`` runs one iteration of the algorithm in the order of W-DBO's Algorithm 1:
+``_prepare`` (resets, windows) -> hyperparameter fit (maximum marginal likelihood,
+warm-started) -> ``_clean`` (removal of stale observations) -> acquisition
+(GP-UCB at time ``t``, over the unit box or a finite candidate set). A subclass says
+what data to keep and which kernel to use by overriding these hooks; it never
+re-implements the GP, the kernels or the acquisition optimizer.
+
+Conventions (scikit-learn style): constructor arguments are stored unchanged as the
+policy's ``config``; learned state lives in attributes with a leading underscore;
+``state_dict()`` / ``Policy.from_state_dict()`` round-trip exactly (same floats, same
+random stream), so a deployment survives a restart. Every public entry validates its
+input and raises ``ValueError`` naming the problem *before* changing any state.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time as _time
+from abc import ABC
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from dynbo.acquisition.optimize import BoxSearch, maximize_on_box, maximize_on_candidates
+from dynbo.acquisition.ucb import BetaSchedule, UpperConfidenceBound, make_beta_schedule
+from dynbo.kernels import as_family
+from dynbo.models.fit import FitResult, fit_hyperparameters
+from dynbo.models.gp import SpatioTemporalGP
+from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, KernelSpec
+
+__all__ = ["Query", "Dataset", "Diagnostics", "Policy", "register", "make", "available"]
+
+STATE_FORMAT = 1
+
+_REGISTRY: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make a policy available to :func:`make` under ``cls.name``."""
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"a policy named {cls.name!r} is already registered")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def make(name: str, **config: Any) -> Policy:
+    """Create a registered policy by name, e.g. ``make("wdbo", bounds=..., seed=0)``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
+    return _REGISTRY[name](**config)
+
+
+def available() -> list[str]:
+    """Names of the registered policies."""
+    return sorted(_REGISTRY)
+
+
+def policy_class(name: str) -> type[Policy]:
+    """The class registered under ``name``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
+    return _REGISTRY[name]
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a policy asks for.
+
+    Attributes:
+        x: ``(d,)`` point in the original domain.
+        t: time at which to evaluate it (the ``t`` given to ``suggest`` unless the
+            policy looks ahead, like ABO).
+    """
+
+    x: np.ndarray
+    t: float
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The observations a policy currently keeps (original domain and units).
+
+    Attributes:
+        x: ``(n, d)`` points.
+        t: ``(n,)`` time stamps.
+        y: ``(n,)`` observed values.
+    """
+
+    x: np.ndarray
+    t: np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+
+@dataclass
+class Diagnostics:
+    """What happened in one iteration (one ``suggest`` and the ``observe`` after it).
+
+    Times are wall-clock seconds of this process. ``extra`` holds policy-specific
+    values (W-DBO's budget, BOLT's n* and response-time model, ...).
+    """
+
+    iteration: int
+    time: float
+    fit_seconds: float = 0.0
+    acquisition_seconds: float = 0.0
+    cleaning_seconds: float = 0.0
+    removed: int = 0
+    reset: bool = False
+    additional_queries: int = 0
+    dataset_size: int = 0
+    hyperparameters: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _jsonable(value: Any) -> Any:
+    """Configuration values as plain Python (lists, floats, str, dicts)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.dtype):
+        return str(value).replace("torch.", "")
+    if isinstance(value, torch.device):
+        return str(value)
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    return value
+
+
+def _check_finite_number(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {out}")
+    return out
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class Policy(ABC):
+    """Base class of the TVBO policies (see the module docstring).
+
+    Args:
+        bounds: ``(2, d)`` lower and upper corners of the search box, original units.
+        seed: seed of the policy's random stream (Sobol scrambling, k-DPP, ...).
+        spatial_kernel: family of ``k_S`` (default ``"matern52"``).
+        temporal_kernel: family of ``k_T`` (default ``"matern32"``; ignored by policies
+            that do not model time).
+        ard: one spatial lengthscale per dimension.
+        beta: exploration schedule (``"dataset_size"``: ``0.2 d log(2n)``, default;
+            ``{"kind": "log_time", "c1": .., "c2": ..}``; a number for a constant).
+        raw_samples, restarts, acquisition_iterations: acquisition box search.
+        candidates: ``(N, d)`` finite set of points (original units) to choose from
+            instead of the box (sensors, grid cells).
+        learn_hyperparameters: refit ``(lambda, l_S, l_T, sigma^2)`` at every iteration.
+        fit_iterations: L-BFGS-B iteration cap per fit.
+        hyperparameter_bounds: overrides of :class:`HyperparameterBounds` fields, e.g.
+            ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``.
+        initial_hyperparameters: overrides of the starting values (``outputscale``,
+            ``lengthscale_space``, ``lengthscale_time``, ``noise``).
+        standardize: standardize targets (default True).
+        dtype: ``"float64"`` (default) or ``"float32"``.
+        device: torch device of the model (``"cpu"``, ``"cuda"``, ...).
+    """
+
+    name: ClassVar[str] = "policy"
+    #: the paper (and algorithm / equation) the policy implements.
+    reference: ClassVar[str] = ""
+    #: whether the GP has a temporal kernel factor.
+    models_time: ClassVar[bool] = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
+        obj = super().__new__(cls)
+        # Every constructor argument is recorded so that from_state_dict can rebuild
+        # the same policy; subclasses need no bookkeeping of their own.
+        config = dict(kwargs)
+        if args:
+            config["bounds"] = args[0]
+            if len(args) > 1:
+                raise TypeError("policies take only `bounds` positionally")
+        obj._config = {k: _jsonable(v) for k, v in config.items()}
+        return obj
+
+    def __init__(
+        self,
+        bounds: Sequence[Sequence[float]] | np.ndarray,
+        *,
+        seed: int = 0,
+        spatial_kernel: str = "matern52",
+        temporal_kernel: str = "matern32",
+        ard: bool = False,
+        beta: BetaSchedule | dict[str, Any] | str | float | None = None,
+        raw_samples: int = 512,
+        restarts: int = 10,
+        acquisition_iterations: int = 200,
+        candidates: Sequence[Sequence[float]] | np.ndarray | None = None,
+        learn_hyperparameters: bool = True,
+        fit_iterations: int = 50,
+        hyperparameter_bounds: Mapping[str, Any] | None = None,
+        initial_hyperparameters: Mapping[str, Any] | None = None,
+        standardize: bool = True,
+        dtype: str = "float64",
+        device: str | None = None,
+    ) -> None:
+        self._config: dict[str, Any]
+        lower, upper = self._parse_bounds(bounds)
+        self.dim = int(lower.shape[0])
+        self._lower, self._upper = lower, upper
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.seed = int(seed)
+        if dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+        self.dtype = getattr(torch, dtype)
+        self.device = torch.device(device) if device else torch.device("cpu")
+        self.beta_schedule = make_beta_schedule(beta)
+        self.search = BoxSearch(
+            raw_samples=_positive_int("raw_samples", raw_samples),
+            restarts=_positive_int("restarts", restarts),
+            max_iterations=_positive_int("acquisition_iterations", acquisition_iterations),
+        )
+        self.fit_iterations = _positive_int("fit_iterations", fit_iterations)
+        self.learn_hyperparameters = bool(learn_hyperparameters)
+        self.standardize = bool(standardize)
+        self.kernel = KernelSpec(
+            dim=self.dim,
+            spatial=as_family(spatial_kernel),
+            temporal=as_family(temporal_kernel) if self.models_time else None,
+            ard=bool(ard),
+        )
+        self.hyperparameter_bounds = self._parse_hyperparameter_bounds(hyperparameter_bounds)
+        self._initial_overrides = self._parse_initial(initial_hyperparameters)
+        self._candidates_unit: torch.Tensor | None = None
+        self._candidates: np.ndarray | None = None
+        if candidates is not None:
+            cand = np.asarray(candidates, dtype=float)
+            if cand.ndim != 2 or cand.shape[1] != self.dim or cand.shape[0] < 1:
+                raise ValueError(
+                    f"candidates must have shape (N, {self.dim}) with N >= 1, got {cand.shape}"
+                )
+            if not np.isfinite(cand).all():
+                raise ValueError("candidates contain NaN or infinite values")
+            if (cand < lower - self._tolerance()).any() or (cand > upper + self._tolerance()).any():
+                raise ValueError("some candidates lie outside the search bounds")
+            self._candidates = cand
+            self._candidates_unit = self._to_unit(torch.as_tensor(cand, dtype=self.dtype))
+        self._generator = torch.Generator(device="cpu")
+        self._generator.manual_seed(self.seed)
+        self._gp = SpatioTemporalGP(
+            self.kernel,
+            self._initial_hyperparameters(None),
+            standardize=self.standardize,
+            dtype=self.dtype,
+            device=self.device,
+        )
+        self._x = torch.empty((0, self.dim), dtype=self.dtype)
+        self._t = torch.empty((0,), dtype=self.dtype)
+        self._y = torch.empty((0,), dtype=self.dtype)
+        self._iteration = 0
+        self._fitted = False
+        self._last_suggest_time: float | None = None
+        self._last_observe_time: float | None = None
+        self._diagnostics: Diagnostics | None = None
+
+    # ================================================================== public API
+    @property
+    def config(self) -> dict[str, Any]:
+        """The constructor arguments (plain Python values)."""
+        return copy.deepcopy(self._config)
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """``(2, d)`` search box in original units."""
+        return np.stack([self._lower, self._upper])
+
+    @property
+    def dataset(self) -> Dataset:
+        """The observations currently kept, in original units (copies)."""
+        return Dataset(
+            x=self._x.cpu().numpy().copy(),
+            t=self._t.cpu().numpy().copy(),
+            y=self._y.cpu().numpy().copy(),
+        )
+
+    @property
+    def dataset_size(self) -> int:
+        return int(self._y.shape[0])
+
+    @property
+    def iteration(self) -> int:
+        """Number of ``suggest`` calls so far."""
+        return self._iteration
+
+    @property
+    def hyperparameters(self) -> Hyperparameters:
+        return self._gp.hyperparameters
+
+    @property
+    def model(self) -> SpatioTemporalGP:
+        """The GP (read it; changing it directly bypasses the policy's bookkeeping)."""
+        return self._gp
+
+    @property
+    def diagnostics(self) -> Diagnostics | None:
+        """Diagnostics of the current iteration (the last ``suggest`` and its ``observe``)."""
+        return self._diagnostics
+
+    def suggest(self, t: float) -> Query:
+        """Run one iteration at time ``t`` and return the next query.
+
+        Raises:
+            ValueError: if ``t`` is not finite or is earlier than the previous ``suggest``.
+        """
+        t = _check_finite_number("t", t)
+        if self._last_suggest_time is not None and t < self._last_suggest_time:
+            raise ValueError(
+                f"time went backwards: suggest(t={t}) after suggest(t={self._last_suggest_time})"
+            )
+        diag = Diagnostics(iteration=self._iteration + 1, time=t)
+        start = _time.perf_counter()
+        self._prepare(t, diag)
+        prepared = _time.perf_counter()
+        if self.learn_hyperparameters and self.dataset_size > 0:
+            self._fit(t)
+        fitted = _time.perf_counter()
+        self._clean(t, diag)
+        cleaned = _time.perf_counter()
+        unit, query_time = self._acquire(t, diag)
+        acquired = _time.perf_counter()
+        diag.fit_seconds = fitted - prepared
+        diag.cleaning_seconds = (cleaned - fitted) + (prepared - start)
+        diag.acquisition_seconds = acquired - cleaned
+        diag.dataset_size = self.dataset_size
+        diag.hyperparameters = self._gp.hyperparameters.as_dict()
+        self._iteration += 1
+        self._last_suggest_time = t
+        self._diagnostics = diag
+        x = self._from_unit(unit.reshape(1, -1)).reshape(-1)
+        return Query(x=x.detach().cpu().numpy().astype(float), t=float(query_time))
+
+    def observe(self, x: Sequence[float] | np.ndarray, t: float, y: float) -> None:
+        """Add the observation ``y = f(x, t) + noise``.
+
+        Raises:
+            ValueError: wrong shape, NaN/inf, ``x`` outside the bounds, or ``t`` earlier
+                than the previous observation; the policy is left unchanged.
+        """
+        x_arr = self._validate_point(x)
+        t = _check_finite_number("t", t)
+        y = _check_finite_number("y", y)
+        if self._last_observe_time is not None and t < self._last_observe_time:
+            raise ValueError(
+                f"time went backwards: observe(t={t}) after observe(t={self._last_observe_time})"
+            )
+        self._observe(x_arr, t, y)
+        self._last_observe_time = t
+
+    # ================================================================== hooks
+    def _prepare(self, t: float, diag: Diagnostics) -> None:
+        """Before the fit: resets, windows (default: nothing)."""
+
+    def _clean(self, t: float, diag: Diagnostics) -> None:
+        """After the fit: remove stale observations (default: keep everything)."""
+
+    def _observe(self, x: torch.Tensor, t: float, y: float) -> None:
+        """Record an observation (default: append it)."""
+        self._append(x, t, y)
+
+    def _gp_inputs(self, unit: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+        """GP input rows for unit-box points and their time stamps."""
+        if self.kernel.uses_time:
+            return torch.cat([unit, times.reshape(-1, 1)], dim=1)
+        return unit
+
+    def _acquisition_time(self, t: float) -> float:
+        """The time coordinate at which the acquisition is maximized (default ``t``)."""
+        return t
+
+    def kappa(self) -> float:
+        """Multiplier of the posterior standard deviation: ``sqrt(beta)`` by default."""
+        beta = self.beta_schedule(n=self.dataset_size, iteration=self._iteration + 1, dim=self.dim)
+        return math.sqrt(max(beta, 0.0))
+
+    def _acquire(self, t: float, diag: Diagnostics) -> tuple[torch.Tensor, float]:
+        """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
+        query_time = self._acquisition_time(t)
+        acq = UpperConfidenceBound(self._gp, self.kappa(), query_time)
+        if self._candidates_unit is not None:
+            index, _ = maximize_on_candidates(acq, self._candidates_unit)
+            return self._candidates_unit[index], t
+        unit, _ = maximize_on_box(
+            acq,
+            self.dim,
+            search=self.search,
+            generator=self._generator,
+            dtype=self.dtype,
+            device=self.device,
+        )
+        return unit, t
+
+    def _extra_state(self) -> dict[str, Any]:
+        """Subclass state for :meth:`state_dict` (plain values and tensors)."""
+        return {}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`_extra_state`."""
+
+    # ================================================================== helpers for subclasses
+    def _append(self, x: torch.Tensor, t: float, y: float) -> None:
+        x = x.reshape(1, -1).to(self.dtype)
+        times = torch.tensor([t], dtype=self.dtype)
+        self._gp.add(self._gp_inputs(self._to_unit(x), times).to(self.device), float(y))
+        self._x = torch.cat([self._x, x])
+        self._t = torch.cat([self._t, times])
+        self._y = torch.cat([self._y, torch.tensor([y], dtype=self.dtype)])
+
+    def _remove(self, index: int) -> None:
+        """Remove observation ``index`` from the dataset and the GP (O(n^2))."""
+        self._gp.remove(index)
+        keep = torch.ones(self.dataset_size, dtype=torch.bool)
+        keep[index] = False
+        self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
+
+    def _keep_only(self, keep: torch.Tensor) -> None:
+        """Keep the observations where the boolean mask ``keep`` is true (refactorizes)."""
+        self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
+        self._rebuild_model()
+
+    def _rebuild_model(self) -> None:
+        """Reload the GP from the policy's dataset (restandardizes, refactorizes)."""
+        inputs = self._gp_inputs(self._to_unit(self._x), self._t).to(self.device)
+        self._gp.set_data(inputs, self._y.to(self.device))
+
+    def _fit(self, t: float) -> FitResult:
+        """Refit by maximum marginal likelihood, warm-started from the previous values.
+
+        A warm start can stay trapped in a degenerate optimum (a lengthscale or the
+        scale pinned at a bound, e.g. ``l_T`` at its maximum after a warm-up that spans
+        a few seconds). On the first fit, and whenever the warm-started optimum sits on
+        such a bound, the fit also starts from fresh data-driven values and keeps the
+        better optimum.
+        """
+        fresh = self._initial_hyperparameters(self._t)
+        if not self._fitted:
+            self._gp.set_hyperparameters(fresh)
+        result = fit_hyperparameters(
+            self._gp, bounds=self.hyperparameter_bounds, max_iterations=self.fit_iterations
+        )
+        if not self._fitted or self._on_bound(result.hyperparameters):
+            alternative = fit_hyperparameters(
+                self._gp,
+                bounds=self.hyperparameter_bounds,
+                max_iterations=self.fit_iterations,
+                initial=[fresh],
+            )
+            result = alternative
+        self._fitted = True
+        return result
+
+    def _on_bound(self, h: Hyperparameters) -> bool:
+        b = self.hyperparameter_bounds
+        checks = [("outputscale", h.outputscale)]
+        checks += [("lengthscale_space", v) for v in h.lengthscale_space]
+        if h.lengthscale_time is not None:
+            checks.append(("lengthscale_time", h.lengthscale_time))
+        for name, value in checks:
+            if name in b.fixed:
+                continue
+            low, high = getattr(b, name)
+            if value <= low * (1 + 1e-6) or value >= high * (1 - 1e-6):
+                return True
+        return False
+
+    def _initial_hyperparameters(self, times: torch.Tensor | None) -> Hyperparameters:
+        values: dict[str, Any] = {
+            "outputscale": 1.0,
+            "lengthscale_space": (0.2,),
+            "lengthscale_time": None,
+            "noise": 1e-2,
+        }
+        if self.kernel.uses_time:
+            span = float(times.max() - times.min()) if times is not None and len(times) > 1 else 0.0
+            # half the span of the data: time correlation is identifiable at that scale
+            values["lengthscale_time"] = 0.5 * span if span > 0 else 1.0
+        values.update(self._initial_overrides)
+        return self.hyperparameter_bounds.clip(Hyperparameters(**values).for_kernel(self.kernel))
+
+    def _tolerance(self) -> np.ndarray:
+        return 1e-9 * (self._upper - self._lower)
+
+    def _to_unit(self, x: torch.Tensor) -> torch.Tensor:
+        lower = torch.as_tensor(self._lower, dtype=x.dtype, device=x.device)
+        width = torch.as_tensor(self._upper - self._lower, dtype=x.dtype, device=x.device)
+        return ((x - lower) / width).clamp(0.0, 1.0)
+
+    def _from_unit(self, u: torch.Tensor) -> torch.Tensor:
+        lower = torch.as_tensor(self._lower, dtype=u.dtype, device=u.device)
+        upper = torch.as_tensor(self._upper, dtype=u.dtype, device=u.device)
+        return torch.minimum(torch.maximum(lower + u * (upper - lower), lower), upper)
+
+    def _validate_point(self, x: Sequence[float] | np.ndarray) -> torch.Tensor:
+        try:
+            arr = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"x must be an array of {self.dim} numbers, got {x!r}") from None
+        if arr.shape not in ((self.dim,), (1, self.dim)):
+            raise ValueError(f"x must have shape ({self.dim},), got {arr.shape}")
+        arr = arr.reshape(self.dim)
+        if not np.isfinite(arr).all():
+            raise ValueError(f"x contains NaN or infinite values: {arr.tolist()}")
+        tol = self._tolerance()
+        outside = (arr < self._lower - tol) | (arr > self._upper + tol)
+        if outside.any():
+            j = int(np.argmax(outside))
+            raise ValueError(
+                f"x[{j}] = {arr[j]} lies outside the domain [{self._lower[j]}, {self._upper[j]}]"
+            )
+        return torch.as_tensor(np.clip(arr, self._lower, self._upper), dtype=self.dtype)
+
+    @staticmethod
+    def _parse_bounds(bounds: Any) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            arr = np.asarray(bounds, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"bounds must be a (2, d) array of numbers, got {bounds!r}") from None
+        if arr.ndim != 2 or arr.shape[0] != 2 or arr.shape[1] < 1:
+            raise ValueError(f"bounds must have shape (2, d), got {arr.shape}")
+        if not np.isfinite(arr).all():
+            raise ValueError("bounds must be finite")
+        if not (arr[0] < arr[1]).all():
+            j = int(np.argmax(~(arr[0] < arr[1])))
+            raise ValueError(
+                f"bounds: lower[{j}] = {arr[0, j]} is not below upper[{j}] = {arr[1, j]}"
+            )
+        return arr[0].copy(), arr[1].copy()
+
+    @staticmethod
+    def _parse_hyperparameter_bounds(spec: Mapping[str, Any] | None) -> HyperparameterBounds:
+        if spec is None:
+            return HyperparameterBounds()
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"hyperparameter_bounds must be a mapping, got {spec!r}")
+        allowed = {"outputscale", "lengthscale_space", "lengthscale_time", "noise", "fixed"}
+        unknown = set(spec) - allowed
+        if unknown:
+            raise ValueError(f"unknown hyperparameter_bounds keys: {sorted(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in spec.items():
+            if key == "fixed":
+                kwargs[key] = frozenset(value)
+            else:
+                try:
+                    low, high = (float(v) for v in value)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"hyperparameter_bounds[{key!r}] must be a (low, high) pair, got {value!r}"
+                    ) from None
+                kwargs[key] = (low, high)
+        return HyperparameterBounds(**kwargs)
+
+    def _parse_initial(self, spec: Mapping[str, Any] | None) -> dict[str, Any]:
+        if spec is None:
+            return {}
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"initial_hyperparameters must be a mapping, got {spec!r}")
+        allowed = {"outputscale", "lengthscale_space", "lengthscale_time", "noise"}
+        unknown = set(spec) - allowed
+        if unknown:
+            raise ValueError(f"unknown initial_hyperparameters keys: {sorted(unknown)}")
+        out = dict(spec)
+        if "lengthscale_space" in out:
+            ls = out["lengthscale_space"]
+            out["lengthscale_space"] = tuple(ls) if isinstance(ls, (list, tuple)) else (float(ls),)
+        # Validate now so a bad value fails at construction, naming the field.
+        Hyperparameters(
+            **{
+                "lengthscale_time": 1.0 if self.kernel.uses_time else None,
+                **out,
+            }
+        ).for_kernel(self.kernel)
+        return out
+
+    # ================================================================== persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume this policy exactly (tensors and plain values).
+
+        Safe for ``torch.save`` and ``torch.load(weights_only=True)``.
+        """
+        gp = self._gp
+        return {
+            "format": STATE_FORMAT,
+            "policy": self.name,
+            "config": self.config,
+            "iteration": self._iteration,
+            "fitted": self._fitted,
+            "last_suggest_time": self._last_suggest_time,
+            "last_observe_time": self._last_observe_time,
+            "data": {"x": self._x.clone(), "t": self._t.clone(), "y": self._y.clone()},
+            "gp": gp.state_dict(),
+            "generator": self._generator.get_state(),
+            "diagnostics": None if self._diagnostics is None else self._diagnostics.as_dict(),
+            "extra": self._extra_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state produced by :meth:`state_dict` of the same policy and config."""
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"unsupported policy state format {state.get('format')!r}")
+        if state.get("policy") != self.name:
+            raise ValueError(f"state is for policy {state.get('policy')!r}, not {self.name!r}")
+        data = state["data"]
+        self._x = data["x"].clone().to(self.dtype)
+        self._t = data["t"].clone().to(self.dtype)
+        self._y = data["y"].clone().to(self.dtype)
+        self._gp.load_state_dict(state["gp"])
+        self._iteration = int(state["iteration"])
+        self._fitted = bool(state["fitted"])
+        self._last_suggest_time = state["last_suggest_time"]
+        self._last_observe_time = state["last_observe_time"]
+        self._generator.set_state(state["generator"])
+        diag = state.get("diagnostics")
+        self._diagnostics = None if diag is None else Diagnostics(**diag)
+        self._load_extra_state(state["extra"])
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> Policy:
+        """Rebuild a policy (of the class named in the state) and restore its state."""
+        klass = policy_class(str(state["policy"]))
+        if cls is not Policy and not issubclass(klass, cls):
+            raise ValueError(f"state is for policy {state['policy']!r}, not a {cls.__name__}")
+        policy = klass(**state["config"])
+        policy.load_state_dict(state)
+        return policy
+
+    def save(self, path: str) -> None:
+        """Write :meth:`state_dict` to ``path`` (torch serialization)."""
+        torch.save(self.state_dict(), path)
+
+    @staticmethod
+    def load(path: str) -> Policy:
+        """Read a policy written by :meth:`save`."""
+        return Policy.from_state_dict(torch.load(path, weights_only=True))
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return f"{name}(d={self.dim}, n={self.dataset_size}, iteration={self._iteration})"

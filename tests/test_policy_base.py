@@ -1,0 +1,214 @@
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from dynbo.policies import GPUCB, Policy, available, make
+
+
+def moving_peak(x, t):
+    c = np.array([0.5 + 0.3 * np.sin(t / 10), 0.5])
+    return -float(np.sum((np.asarray(x) - c) ** 2))
+
+
+def warmed_policy(name="gp-ucb", n=8, **kw):
+    p = make(name, bounds=[[0.0, 0.0], [1.0, 2.0]], seed=3, raw_samples=64, restarts=3, **kw)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        x = rng.uniform([0, 0], [1, 2])
+        p.observe(x, 0.1 * i, moving_peak(x, 0.1 * i))
+    return p
+
+
+def assert_states_equal(a, b):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert_states_equal(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            assert_states_equal(u, v)
+    else:
+        assert a == b or (isinstance(a, float) and np.isnan(a) and np.isnan(b))
+
+
+def without_timings(state):
+    state = dict(state)
+    state["diagnostics"] = None
+    return state
+
+
+def test_registry_lists_policies():
+    assert {"gp-ucb", "st-gp-ucb"} <= set(available())
+    with pytest.raises(ValueError, match="unknown policy"):
+        make("gp-ucbb", bounds=[[0], [1]])
+
+
+@pytest.mark.parametrize("name", ["gp-ucb", "st-gp-ucb"])
+def test_state_round_trip_is_exact(name):
+    p = warmed_policy(name)
+    t = 1.0
+    for _ in range(3):
+        q = p.suggest(t)
+        p.observe(q.x, q.t, moving_peak(q.x, q.t))
+        t += 1.0
+    buffer = io.BytesIO()
+    torch.save(p.state_dict(), buffer)
+    buffer.seek(0)
+    clone = Policy.from_state_dict(torch.load(buffer, weights_only=True))
+    assert type(clone) is type(p) and clone.config == p.config
+    assert_states_equal(without_timings(clone.state_dict()), without_timings(p.state_dict()))
+    for _ in range(3):
+        qa, qb = p.suggest(t), clone.suggest(t)
+        np.testing.assert_array_equal(qa.x, qb.x)
+        assert qa.t == qb.t
+        y = moving_peak(qa.x, qa.t)
+        p.observe(qa.x, qa.t, y)
+        clone.observe(qb.x, qb.t, y)
+        t += 1.0
+    assert_states_equal(without_timings(clone.state_dict()), without_timings(p.state_dict()))
+
+
+def test_save_and_load_file(tmp_path):
+    p = warmed_policy()
+    p.suggest(1.0)
+    path = str(tmp_path / "policy.pt")
+    p.save(path)
+    q = Policy.load(path)
+    np.testing.assert_array_equal(q.suggest(2.0).x, p.suggest(2.0).x)
+
+
+BAD_OBSERVATIONS = [
+    (([0.5], 1.0, 0.0), "shape"),
+    (([0.5, 1.0, 0.2], 1.0, 0.0), "shape"),
+    (([[0.5, 1.0], [0.1, 0.1]], 1.0, 0.0), "shape"),
+    (([0.5, float("nan")], 1.0, 0.0), "NaN"),
+    (([0.5, 1.0], 1.0, float("inf")), "y must be finite"),
+    (([0.5, 1.0], float("nan"), 0.0), "t must be finite"),
+    (([1.5, 1.0], 1.0, 0.0), r"x\[0\] = 1.5 lies outside"),
+    (([0.5, -0.1], 1.0, 0.0), r"x\[1\] = -0.1 lies outside"),
+    (([0.5, 1.0], 0.1, 0.0), "time went backwards"),
+    (("ab", 1.0, 0.0), "x must"),
+    (([0.5, 1.0], 1.0, "y"), "y must be a number"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_OBSERVATIONS)
+def test_bad_observation_raises_and_leaves_state_unchanged(args, message):
+    p = warmed_policy()
+    before = p.state_dict()
+    with pytest.raises(ValueError, match=message):
+        p.observe(*args)
+    assert_states_equal(p.state_dict(), before)
+
+
+@pytest.mark.parametrize(
+    "t,message", [(float("nan"), "finite"), (float("-inf"), "finite"), ("soon", "number")]
+)
+def test_bad_suggest_time_raises(t, message):
+    p = warmed_policy()
+    before = p.state_dict()
+    with pytest.raises(ValueError, match=message):
+        p.suggest(t)
+    assert_states_equal(p.state_dict(), before)
+
+
+def test_suggest_time_going_backwards_raises_and_leaves_state_unchanged():
+    p = warmed_policy()
+    p.suggest(5.0)
+    before = p.state_dict()
+    with pytest.raises(ValueError, match="time went backwards"):
+        p.suggest(4.0)
+    assert_states_equal(p.state_dict(), before)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"bounds": [[0, 0], [1]]}, "bounds"),
+        ({"bounds": [[0, 1], [1, 1]]}, "not below"),
+        ({"bounds": [[0, 0], [1, np.inf]]}, "finite"),
+        ({"bounds": [[0], [1]], "seed": -1}, "seed"),
+        ({"bounds": [[0], [1]], "raw_samples": 0}, "raw_samples"),
+        ({"bounds": [[0], [1]], "restarts": 2.5}, "restarts"),
+        ({"bounds": [[0], [1]], "spatial_kernel": "matern72"}, "unknown correlation family"),
+        ({"bounds": [[0], [1]], "beta": "bogus"}, "beta schedule"),
+        ({"bounds": [[0], [1]], "hyperparameter_bounds": {"noise": (1, 0.1)}}, "noise"),
+        (
+            {"bounds": [[0], [1]], "hyperparameter_bounds": {"nosie": (0.1, 1)}},
+            "unknown hyperparameter_bounds",
+        ),
+        ({"bounds": [[0], [1]], "initial_hyperparameters": {"noise": -1.0}}, "noise"),
+        (
+            {"bounds": [[0], [1]], "initial_hyperparameters": {"lengthscale_space": 0.0}},
+            "lengthscale_space",
+        ),
+        ({"bounds": [[0], [1]], "candidates": [[0.5], [1.5]]}, "outside"),
+        ({"bounds": [[0], [1]], "candidates": [[0.5, 0.5]]}, "candidates must have shape"),
+        ({"bounds": [[0], [1]], "dtype": "float16"}, "dtype"),
+    ],
+)
+def test_bad_settings_raise(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        GPUCB(**kwargs)
+
+
+def test_domain_mapping_and_dataset_in_original_units():
+    p = make("gp-ucb", bounds=[[-5.0, 10.0], [5.0, 20.0]], seed=0, raw_samples=32, restarts=2)
+    p.observe([-5.0, 20.0], 0.0, 1.0)
+    p.observe([0.0, 15.0], 1.0, 2.0)
+    np.testing.assert_array_equal(p.dataset.x, [[-5.0, 20.0], [0.0, 15.0]])
+    np.testing.assert_allclose(p.model.inputs.numpy(), [[0.0, 1.0], [0.5, 0.5]])
+    q = p.suggest(2.0)
+    assert np.all(q.x >= [-5, 10]) and np.all(q.x <= [5, 20]) and q.t == 2.0
+
+
+def test_gp_ucb_tracks_a_static_optimum_and_reports_diagnostics():
+    p = make("gp-ucb", bounds=[[0.0, 0.0], [1.0, 1.0]], seed=1, raw_samples=128, restarts=4)
+
+    def f(x):
+        return -float(np.sum((np.asarray(x) - [0.3, 0.7]) ** 2))
+
+    for x in [[0.1, 0.1], [0.9, 0.9], [0.5, 0.2], [0.2, 0.9]]:
+        p.observe(x, 0.0, f(x))
+    for k in range(25):
+        q = p.suggest(float(k + 1))
+        p.observe(q.x, q.t, f(q.x))
+    best = p.dataset.x[np.argmax(p.dataset.y)]
+    assert np.allclose(best, [0.3, 0.7], atol=0.05)
+    d = p.diagnostics
+    assert (
+        d.iteration == 25
+        and d.dataset_size == 28
+        and d.fit_seconds > 0
+        and d.acquisition_seconds > 0
+    )
+    assert set(d.hyperparameters) == {
+        "outputscale",
+        "lengthscale_space",
+        "lengthscale_time",
+        "noise",
+    }
+
+
+def test_candidates_give_exact_argmax_over_the_set():
+    cand = np.array([[0.1], [0.4], [0.8]])
+    p = make(
+        "gp-ucb", bounds=[[0.0], [1.0]], candidates=cand, learn_hyperparameters=False, beta=0.0
+    )
+    p.observe([0.1], 0.0, 0.0)
+    p.observe([0.8], 0.0, 5.0)
+    q = p.suggest(1.0)
+    assert q.x.tolist() == [0.8]
+
+
+def test_policies_follow_dtype_and_device():
+    p = make("st-gp-ucb", bounds=[[0.0], [1.0]], dtype="float32", raw_samples=16, restarts=2)
+    for i in range(5):
+        p.observe([i / 5], float(i), float(i % 2))
+    q = p.suggest(6.0)
+    assert p.model.cholesky_factor.dtype == torch.float32 and 0 <= q.x[0] <= 1
