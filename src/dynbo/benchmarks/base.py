@@ -1,0 +1,115 @@
+"""The benchmark interface: a time-varying objective with an exact moving optimum.
+
+A benchmark is a maximization problem ``f(x, t)``, ``x`` in a box ``S`` of ``R^d``,
+``t`` in ``[0, T]``. It knows its noise variance, the cost ``c`` of one evaluation (the
+seconds the objective takes to answer), the noiseless ``f`` (vectorized over points),
+and its maximum over ``S`` at any time (for the regret). Benchmarks know nothing of
+policies or clocks.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Benchmark", "BenchmarkInfo"]
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    """What ``dynbo list`` shows about a benchmark."""
+
+    name: str
+    dim: int
+    noise_variance: float
+    cost: float
+    horizon: float
+    time_unit: str
+    reference: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Benchmark(ABC):
+    """A time-varying objective to maximize.
+
+    Subclasses set the attributes below in ``__init__`` and implement :meth:`f` and
+    :meth:`_search_optimum` (or override :meth:`optimum` when the maximizer is known).
+
+    Attributes:
+        name: registry name, e.g. ``"eggholder"``.
+        dim: spatial dimension ``d``.
+        bounds: ``(2, d)`` lower and upper corners of ``S`` (original units).
+        horizon: ``T``, in ``time_unit``.
+        time_unit: ``"s"`` (continuous time) or ``"step"`` (discrete time).
+        noise_variance: variance ``sigma_0^2`` of the additive Gaussian noise.
+        cost: ``c``, seconds one evaluation takes (0 for step benchmarks).
+        reference: paper and equation the definition comes from.
+        candidates: ``(N, d)`` finite set of feasible points, or ``None`` for the box.
+        temporal_kernel: the temporal kernel family the papers pair with it.
+    """
+
+    name: str
+    dim: int
+    bounds: np.ndarray
+    horizon: float
+    time_unit: str = "s"
+    noise_variance: float = 0.0
+    cost: float = 0.0
+    reference: str = ""
+    candidates: np.ndarray | None = None
+    temporal_kernel: str = "matern32"
+
+    @abstractmethod
+    def f(self, x: np.ndarray, t: float | np.ndarray) -> np.ndarray:
+        """Noiseless objective.
+
+        Args:
+            x: ``(m, d)`` points (or ``(d,)`` for one point) in the original domain.
+            t: a time, or ``(m,)`` times, in ``time_unit``.
+
+        Returns:
+            ``(m,)`` values (a 0-d array for a single ``(d,)`` point).
+        """
+
+    def observe(self, x: np.ndarray, t: float, rng: np.random.Generator) -> float:
+        """One noisy evaluation ``f(x, t) + e``, ``e ~ N(0, noise_variance)``."""
+        value = float(self.f(np.asarray(x, dtype=float).reshape(1, self.dim), t)[0])
+        if self.noise_variance > 0:
+            value += math.sqrt(self.noise_variance) * float(rng.standard_normal())
+        return value
+
+    @abstractmethod
+    def optimum(self, t: float) -> tuple[np.ndarray, float]:
+        """``(x*, f*)``: a maximizer of ``f(., t)`` over the domain and the maximum."""
+
+    def info(self) -> BenchmarkInfo:
+        return BenchmarkInfo(
+            name=self.name,
+            dim=self.dim,
+            noise_variance=self.noise_variance,
+            cost=self.cost,
+            horizon=self.horizon,
+            time_unit=self.time_unit,
+            reference=self.reference,
+        )
+
+    def signal_variance(self, samples: int = 100_000, seed: int = 0) -> float:
+        """Variance of ``f`` over uniform ``(x, t)`` in ``S x [0, T]`` (Monte Carlo)."""
+        rng = np.random.default_rng(seed)
+        if self.candidates is not None:
+            x = self.candidates[rng.integers(0, len(self.candidates), samples)]
+        else:
+            x = rng.uniform(self.bounds[0], self.bounds[1], size=(samples, self.dim))
+        t = rng.uniform(0.0, self.horizon, size=samples)
+        if self.time_unit == "step":
+            t = np.floor(t)
+        return float(np.var(self.f(x, t)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, d={self.dim}, T={self.horizon})"

@@ -1,0 +1,406 @@
+"""Campaigns: benchmarks x policies x seeds, run on a process pool or a Dask cluster.
+
+A campaign is described by a TOML file (or the equivalent dict)::
+
+    name = "my-campaign"
+    suites = ["quick"]                       # benchmarks, policies, seeds, clock of a suite
+    benchmarks = ["eggholder", {name = "hartmann3", options = {noise_variance = 0.05}}]
+    policies = ["gp-ucb", {name = "wdbo", options = {alpha = 0.25}}]
+    seeds = 3                                # or a list: [0, 4, 7]
+
+    [protocol]
+    clock = "modeled"                        # wall | measured | modeled | step
+    horizon = 60                             # seconds (or steps); default: the benchmark's
+    response_time = [0.05, 0.0, 0.0, 2e-7]   # R(n) cubic, or "calibrated"
+    warmup = 15
+    threads = 1
+
+Explicit ``benchmarks`` / ``policies`` / ``seeds`` / ``[protocol]`` keys override what
+the suites say. Every run is identified by the hash of what determines it; running a
+campaign skips the runs the store already holds, so an interrupted campaign resumes
+with no lost and no duplicated runs (finished runs are kept, unfinished ones are redone
+from their start).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from dynbo.harness.clocks import load_calibration
+from dynbo.harness.loop import Protocol, RunResult, RunSpec, execute, to_json
+from dynbo.harness.store import Store
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "Campaign",
+    "CampaignOutcome",
+    "DEFAULT_RESPONSE_TIME",
+    "load_campaign",
+    "run_campaign",
+]
+
+#: R(n) = 0.05 + 2e-7 n^3 s: the modeled clock's default when neither the config nor a
+#: calibration file gives one (BOLT's worked example, spec section 7.2).
+DEFAULT_RESPONSE_TIME = (0.05, 0.0, 0.0, 2e-7)
+
+_TOP_KEYS = {"name", "suites", "benchmarks", "policies", "seeds", "protocol"}
+_PROTOCOL_KEYS = {
+    "clock",
+    "horizon",
+    "warmup",
+    "warmup_fraction",
+    "response_time",
+    "threads",
+    "cost",
+}
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A named list of runs."""
+
+    name: str
+    specs: tuple[RunSpec, ...]
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def campaign_id(self) -> str:
+        digest = hashlib.sha256(
+            to_json({"name": self.name, "runs": sorted(s.run_id for s in self.specs)}).encode()
+        )
+        return digest.hexdigest()[:16]
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+
+@dataclass
+class CampaignOutcome:
+    """What a call to :func:`run_campaign` did."""
+
+    campaign_id: str
+    total: int
+    skipped: int
+    done: int
+    failed: int
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _entries(items: Any, what: str) -> list[tuple[str, dict[str, Any], str | None]]:
+    if items is None:
+        return []
+    if isinstance(items, (str, Mapping)):
+        items = [items]
+    if not isinstance(items, Sequence):
+        raise ValueError(f"{what} must be a list of names or tables, got {items!r}")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append((item, {}, None))
+        elif isinstance(item, Mapping):
+            unknown = set(item) - {"name", "options", "label"}
+            if "name" not in item or unknown:
+                raise ValueError(
+                    f"each entry of {what} needs a 'name' (and optional 'options', 'label'); "
+                    f"got {dict(item)!r}"
+                )
+            options = item.get("options", {})
+            if not isinstance(options, Mapping):
+                raise ValueError(f"options of {what} entry {item['name']!r} must be a table")
+            out.append((str(item["name"]), dict(options), item.get("label")))
+        else:
+            raise ValueError(f"{what} entries must be names or tables, got {item!r}")
+    return out
+
+
+def _seeds(value: Any) -> list[int]:
+    if isinstance(value, bool):
+        raise ValueError(f"seeds must be a count or a list of integers, got {value!r}")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"seeds must be a positive count, got {value}")
+        return list(range(value))
+    if (
+        isinstance(value, Sequence)
+        and value
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+    ):
+        return [int(s) for s in value]
+    raise ValueError(
+        f"seeds must be a positive count or a list of non-negative integers, got {value!r}"
+    )
+
+
+def build_campaign(config: Mapping[str, Any]) -> Campaign:
+    """Expand a campaign config (see the module docstring) into its runs.
+
+    Raises:
+        ValueError: naming the first problem found (unknown key, suite, benchmark or
+            policy; bad seeds; bad protocol values).
+    """
+    from dynbo import benchmarks as registry
+    from dynbo.policies import available
+
+    unknown = set(config) - _TOP_KEYS
+    if unknown:
+        raise ValueError(f"unknown campaign keys: {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
+    suites = config.get("suites", [])
+    if isinstance(suites, str):
+        suites = [suites]
+    bench_entries: list[tuple[str, dict[str, Any], str | None]] = []
+    policy_entries: list[tuple[str, dict[str, Any], str | None]] = []
+    seeds: list[int] | None = None
+    protocol_values: dict[str, Any] = {}
+    known_policies = set(available())
+    for suite_name in suites:
+        suite = registry.suite(suite_name)
+        bench_entries += [(e.benchmark, dict(e.options), e.label) for e in suite.entries]
+        listed = {q for q, _, _ in policy_entries}
+        # a suite may list algorithms this version does not provide: run the others
+        policy_entries += [
+            (p, {}, None) for p in suite.policies if p in known_policies and p not in listed
+        ]
+        seeds = seeds or list(range(suite.seeds))
+        protocol_values.setdefault("clock", suite.clock)
+    if "benchmarks" in config:
+        bench_entries = _entries(config["benchmarks"], "benchmarks")
+    if "policies" in config:
+        policy_entries = _entries(config["policies"], "policies")
+    if "seeds" in config:
+        seeds = _seeds(config["seeds"])
+    if not bench_entries:
+        raise ValueError("the campaign names no benchmarks (give 'suites' or 'benchmarks')")
+    if not policy_entries:
+        raise ValueError("the campaign names no policies (give 'suites' or 'policies')")
+    names = set(registry.names())
+    for name, _, _ in bench_entries:
+        if name not in names:
+            raise ValueError(f"unknown benchmark {name!r}; available: {', '.join(sorted(names))}")
+    for name, _, _ in policy_entries:
+        if name not in known_policies:
+            raise ValueError(
+                f"unknown policy {name!r}; available: {', '.join(sorted(known_policies))}"
+            )
+    protocol_section = config.get("protocol", {})
+    if not isinstance(protocol_section, Mapping):
+        raise ValueError("[protocol] must be a table")
+    unknown = set(protocol_section) - _PROTOCOL_KEYS
+    if unknown:
+        raise ValueError(
+            f"unknown protocol keys: {sorted(unknown)}; allowed: {sorted(_PROTOCOL_KEYS)}"
+        )
+    protocol_values.update(protocol_section)
+    protocol = make_protocol(protocol_values)
+    specs = []
+    for bench, bench_options, label in bench_entries:
+        for policy, policy_options, _ in policy_entries:
+            for seed in seeds or [0]:
+                specs.append(
+                    RunSpec(
+                        benchmark=bench,
+                        policy=policy,
+                        seed=seed,
+                        protocol=protocol,
+                        benchmark_options=bench_options,
+                        policy_options=policy_options,
+                        label=label,
+                    )
+                )
+    name = str(config.get("name") or "+".join(suites) or "campaign")
+    return Campaign(name=name, specs=tuple(specs), config=dict(config))
+
+
+def make_protocol(values: Mapping[str, Any]) -> Protocol:
+    """A :class:`Protocol` from config values; resolves the modeled clock's ``R(n)``.
+
+    ``response_time`` may be 4 cubic coefficients, ``"calibrated"`` (this machine's
+    ``dynbo calibrate`` file) or absent (the calibration file if there is one, else
+    :data:`DEFAULT_RESPONSE_TIME`). The resolved coefficients become part of every run's
+    identity, so runs with different models never mix.
+    """
+    values = dict(values)
+    clock = values.get("clock", "measured")
+    response = values.get("response_time")
+    if clock == "modeled":
+        if response is None or response == "calibrated":
+            model = load_calibration()
+            if model is None and response == "calibrated":
+                raise ValueError(
+                    "response_time = 'calibrated' but no calibration file exists; "
+                    "run `dynbo calibrate`"
+                )
+            response = model.coefficients if model is not None else DEFAULT_RESPONSE_TIME
+        values["response_time"] = tuple(float(c) for c in response)
+    elif response is not None and response != "calibrated":
+        values["response_time"] = tuple(float(c) for c in response)
+    else:
+        values.pop("response_time", None)
+    for key in ("horizon", "warmup_fraction", "cost"):
+        if key in values and values[key] is not None:
+            values[key] = float(values[key])
+    try:
+        return Protocol(**values)
+    except TypeError as err:
+        raise ValueError(f"invalid protocol: {err}") from None
+
+
+def load_campaign(path: str | os.PathLike[str]) -> Campaign:
+    """Read a campaign TOML file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise ValueError(f"cannot read campaign config {p}: {err.strerror or err}") from None
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"campaign config {p} is not valid TOML: {err}") from None
+    return build_campaign(config)
+
+
+def _worker_execute(spec: RunSpec) -> RunResult:
+    return execute(spec)
+
+
+def _pin_threads(threads: int) -> dict[str, str | None]:
+    previous = {}
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        previous[var] = os.environ.get(var)
+        os.environ[var] = str(threads)
+    return previous
+
+
+def _restore_env(previous: Mapping[str, str | None]) -> None:
+    for var, value in previous.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+
+
+def run_campaign(
+    campaign: Campaign,
+    store: Store,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> CampaignOutcome:
+    """Run the campaign's missing runs and store each as soon as it finishes.
+
+    Args:
+        campaign: the runs.
+        store: where results go (only this process writes to it).
+        workers: size of the local process pool (1: run in this process).
+        scheduler: a Dask scheduler address (``"tcp://host:8786"``) or a
+            ``distributed.Client``; overrides ``workers``.
+        retry_failed: also rerun runs stored as failed.
+        progress: show a progress bar (runs done, running, failed).
+        on_result: called with each finished run.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    store.add_campaign(campaign.campaign_id, campaign.name, dict(campaign.config))
+    store.link(campaign.campaign_id, [s.run_id for s in campaign.specs])
+    stored = store.completed_run_ids(include_failed=not retry_failed)
+    pending = [s for s in campaign.specs if s.run_id not in stored]
+    # the same run may appear twice in a config; run it once
+    unique: dict[str, RunSpec] = {}
+    for spec in pending:
+        unique.setdefault(spec.run_id, spec)
+    pending = list(unique.values())
+    outcome = CampaignOutcome(
+        campaign_id=campaign.campaign_id,
+        total=len(campaign.specs),
+        skipped=len(campaign.specs) - len(pending),
+        done=0,
+        failed=0,
+    )
+    bar = _progress_bar(len(pending), campaign.name) if progress else None
+
+    def record(result: RunResult, running: int) -> None:
+        store.save_run(result)
+        if result.status == "done":
+            outcome.done += 1
+        else:
+            outcome.failed += 1
+            outcome.failures.append((result.spec.run_id, (result.error or "").splitlines()[0]))
+        if on_result is not None:
+            on_result(result)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(running=running, failed=outcome.failed, refresh=False)
+
+    threads = max((s.protocol.threads for s in pending), default=1)
+    try:
+        if scheduler is not None:
+            _run_on_dask(pending, scheduler, record)
+        elif workers == 1:
+            for i, spec in enumerate(pending):
+                record(execute(spec), running=min(1, len(pending) - i - 1))
+        else:
+            previous = _pin_threads(threads)
+            try:
+                _run_on_pool(pending, workers, record)
+            finally:
+                _restore_env(previous)
+    finally:
+        if bar is not None:
+            bar.close()
+    return outcome
+
+
+def _run_on_pool(
+    specs: list[RunSpec], workers: int, record: Callable[[RunResult, int], None]
+) -> None:
+    # spawn: a fresh interpreter per worker, safe with torch's and BLAS's thread pools
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_worker_execute, spec) for spec in specs}
+        while futures:
+            finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+            for future in finished:
+                record(future.result(), min(workers, len(futures)))
+
+
+def _run_on_dask(
+    specs: list[RunSpec], scheduler: Any, record: Callable[[RunResult, int], None]
+) -> None:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:  # pragma: no cover - the harness extra installs it
+        raise ValueError(
+            "running on a Dask cluster needs `pip install dask[distributed]`"
+        ) from None
+    own_client = not isinstance(scheduler, Client)
+    client = Client(scheduler) if own_client else scheduler
+    try:
+        futures = client.map(_worker_execute, specs, pure=False)
+        remaining = len(futures)
+        for future in as_completed(futures):
+            remaining -= 1
+            record(future.result(), remaining)
+    finally:
+        if own_client:
+            client.close()
+
+
+def _progress_bar(total: int, name: str) -> Any:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - the harness extra installs it
+        return None
+    return tqdm(total=total, desc=name, unit="run", file=sys.stderr, dynamic_ncols=True)

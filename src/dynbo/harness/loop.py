@@ -1,0 +1,385 @@
+"""One run: a benchmark, a policy, a seed and a protocol, iterated until the horizon.
+
+The loop follows the protocol (``../shared/spec/protocol.md``):
+
+1. Warm-up: ``warmup`` points drawn uniformly in ``S`` (or among the benchmark's
+   candidates), at times drawn uniformly in ``[0, warmup_fraction * T]`` and sorted; the
+   policy observes them before the clock starts. They are recorded (flagged) and count
+   for regret separately.
+2. Iteration ``k`` starts at clock time ``s_k``. The policy observes the previous answer
+   and computes ``suggest(s_k)``; the clock charges the response time ``D_k`` for that
+   work. The query lands at ``t_k = max(s_k + D_k, query.t)`` (``query.t > s_k`` for a
+   look-ahead policy) and is evaluated there; the answer arrives ``c`` seconds later,
+   at ``s_{k+1} = t_k + c``. A query that would land after the horizon is not made.
+3. Instantaneous regret ``r_k = max_x f(x, t_k) - f(x_k, t_k)`` with the noiseless ``f``.
+
+Randomness: the warm-up design and the observation noise come from two NumPy streams
+derived from the run's seed; the policy is seeded with the same seed. With the modeled
+or step clock a run therefore replays exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from dynbo.benchmarks.base import Benchmark
+from dynbo.harness.clocks import CLOCK_MODES, Clock, ResponseTimeModel
+
+__all__ = ["Protocol", "RunSpec", "RunResult", "execute", "summarize"]
+
+#: bump when the meaning of a run's identity (or of its records) changes.
+RUN_FORMAT = 1
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _canonical(value.tolist())
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, torch.Tensor):
+        return _canonical(value.detach().cpu().tolist())
+    return value
+
+
+def to_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, exact float repr)."""
+    return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a run is timed and started.
+
+    Attributes:
+        clock: ``"wall"``, ``"measured"``, ``"modeled"`` or ``"step"``.
+        horizon: ``T`` (``None``: the benchmark's own horizon).
+        warmup: number of warm-up observations.
+        warmup_fraction: warm-up times are uniform in ``[0, warmup_fraction * T]``;
+            the loop starts at ``warmup_fraction * T`` (step clock: at step 1).
+        response_time: cubic coefficients of ``R(n)`` for the modeled clock.
+        threads: torch / BLAS threads of the run (pinned so response times compare).
+        cost: override of the benchmark's evaluation cost ``c`` (seconds).
+    """
+
+    clock: str = "measured"
+    horizon: float | None = None
+    warmup: int = 15
+    warmup_fraction: float = 1.0 / 40.0
+    response_time: tuple[float, float, float, float] | None = None
+    threads: int = 1
+    cost: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.clock not in CLOCK_MODES:
+            raise ValueError(f"unknown clock {self.clock!r}; expected one of {CLOCK_MODES}")
+        if self.horizon is not None and not (math.isfinite(self.horizon) and self.horizon > 0):
+            raise ValueError(f"horizon must be a positive number, got {self.horizon!r}")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"warmup must be a non-negative integer, got {self.warmup!r}")
+        if not (0.0 <= self.warmup_fraction < 1.0):
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
+        if self.response_time is not None:
+            object.__setattr__(
+                self, "response_time", ResponseTimeModel(tuple(self.response_time)).coefficients
+            )
+        if self.clock == "modeled" and self.response_time is None:
+            raise ValueError("the modeled clock needs response_time coefficients")
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads!r}")
+        if self.cost is not None and not (math.isfinite(self.cost) and self.cost >= 0):
+            raise ValueError(f"cost must be a non-negative number, got {self.cost!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "clock": self.clock,
+            "horizon": self.horizon,
+            "warmup": self.warmup,
+            "warmup_fraction": self.warmup_fraction,
+            "response_time": None if self.response_time is None else list(self.response_time),
+            "threads": self.threads,
+            "cost": self.cost,
+        }
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run; its hash is the run's identity in the store.
+
+    Attributes:
+        benchmark: registry name of the benchmark.
+        policy: registry name of the policy.
+        seed: the run's seed.
+        protocol: clock, horizon, warm-up.
+        benchmark_options: keyword options of ``dynbo.benchmarks.get``.
+        policy_options: keyword options of the policy (beyond bounds, seed, candidates).
+        label: display name of the benchmark (e.g. a suite's label).
+    """
+
+    benchmark: str
+    policy: str
+    seed: int
+    protocol: Protocol = field(default_factory=Protocol)
+    benchmark_options: Mapping[str, Any] = field(default_factory=dict)
+    policy_options: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "format": RUN_FORMAT,
+            "benchmark": self.benchmark,
+            "benchmark_options": _canonical(self.benchmark_options),
+            "policy": self.policy,
+            "policy_options": _canonical(self.policy_options),
+            "seed": int(self.seed),
+            "protocol": self.protocol.as_dict(),
+        }
+
+    @property
+    def run_id(self) -> str:
+        return hashlib.sha256(to_json(self.identity()).encode()).hexdigest()[:20]
+
+    @property
+    def display_benchmark(self) -> str:
+        return self.label or self.benchmark
+
+
+@dataclass
+class RunResult:
+    """A finished (or failed) run: its records and summary."""
+
+    spec: RunSpec
+    status: str
+    iterations: list[dict[str, Any]]
+    timings: list[dict[str, Any]]
+    summary: dict[str, Any]
+    error: str | None = None
+    wall_seconds: float = 0.0
+
+
+def _make_benchmark(spec: RunSpec) -> Benchmark:
+    from dynbo.benchmarks import get
+
+    return get(spec.benchmark, **dict(spec.benchmark_options))
+
+
+def _make_policy(spec: RunSpec, bench: Benchmark) -> Any:
+    from dynbo.policies import make
+
+    options = dict(spec.policy_options)
+    if bench.candidates is not None:
+        options.setdefault("candidates", bench.candidates)
+    options.setdefault("temporal_kernel", bench.temporal_kernel)
+    return make(spec.policy, bounds=bench.bounds, seed=int(spec.seed), **options)
+
+
+def _warmup_design(
+    bench: Benchmark, protocol: Protocol, horizon: float, rng: np.random.Generator
+) -> list[tuple[np.ndarray, float]]:
+    count = protocol.warmup
+    if count == 0:
+        return []
+    if bench.candidates is not None:
+        xs = bench.candidates[rng.integers(0, len(bench.candidates), count)]
+    else:
+        xs = rng.uniform(bench.bounds[0], bench.bounds[1], size=(count, bench.dim))
+    if protocol.clock == "step":
+        times = np.zeros(count)
+    else:
+        times = np.sort(rng.uniform(0.0, protocol.warmup_fraction * horizon, size=count))
+    return [(xs[i].astype(float), float(times[i])) for i in range(count)]
+
+
+def _row(
+    k: int,
+    warmup: bool,
+    s: float,
+    t: float,
+    x: np.ndarray,
+    y: float,
+    bench: Benchmark,
+) -> dict[str, Any]:
+    f_value = float(bench.f(np.asarray(x, dtype=float).reshape(1, -1), t)[0])
+    _, f_max = bench.optimum(t)
+    return {
+        "k": k,
+        "warmup": int(warmup),
+        "s": float(s),
+        "t": float(t),
+        "x": to_json([float(v) for v in x]),
+        "y": float(y),
+        "f": f_value,
+        "f_max": float(f_max),
+        "regret": float(f_max) - f_value,
+    }
+
+
+def execute(
+    spec: RunSpec,
+    *,
+    on_iteration: Callable[[dict[str, Any]], None] | None = None,
+    benchmark: Benchmark | None = None,
+) -> RunResult:
+    """Run one benchmark x policy x seed to the horizon.
+
+    Exceptions raised by the objective or the policy end the run with status
+    ``"failed"`` and the error text; they do not propagate (a campaign goes on).
+
+    Args:
+        spec: the run.
+        on_iteration: called with each loop iteration's record (live progress).
+        benchmark: an already-built benchmark to use instead of building it from the spec.
+
+    Returns:
+        The :class:`RunResult` with one record per warm-up point and per iteration.
+    """
+    protocol = spec.protocol
+    torch.set_num_threads(protocol.threads)
+    started = time.perf_counter()
+    iterations: list[dict[str, Any]] = []
+    timings: list[dict[str, Any]] = []
+    status, error = "done", None
+    horizon = 0.0
+    try:
+        bench = benchmark if benchmark is not None else _make_benchmark(spec)
+        horizon = float(protocol.horizon if protocol.horizon is not None else bench.horizon)
+        cost = float(bench.cost if protocol.cost is None else protocol.cost)
+        design_rng = np.random.default_rng([int(spec.seed), 0])
+        noise_rng = np.random.default_rng([int(spec.seed), 1])
+        policy = _make_policy(spec, bench)
+        for i, (x, t) in enumerate(_warmup_design(bench, protocol, horizon, design_rng)):
+            y = bench.observe(x, t, noise_rng)
+            policy.observe(x, t, y)
+            row = _row(i - protocol.warmup, True, t, t, x, y, bench)
+            row.update(dataset_size=policy.dataset_size)
+            iterations.append(row)
+        discrete = protocol.clock == "step"
+        response_model = (
+            ResponseTimeModel(protocol.response_time) if protocol.response_time else None
+        )
+        clock = Clock(
+            protocol.clock,
+            response_time=response_model,
+            start=1.0 if discrete else protocol.warmup_fraction * horizon,
+        )
+        pending: tuple[np.ndarray, float, float] | None = None
+        k = 0
+        while True:
+            s = clock.current()
+            if (discrete and s > horizon) or (not discrete and s >= horizon):
+                break
+            work_start = time.perf_counter()
+            if pending is not None:
+                policy.observe(*pending)
+            size_before = policy.dataset_size
+            query = policy.suggest(s)
+            measured = time.perf_counter() - work_start
+            response = clock.respond(measured, size_before)
+            if discrete:
+                landing = s
+            else:
+                if protocol.clock != "wall":
+                    clock.advance(response)
+                clock.wait_until(query.t)
+                landing = clock.current()
+                if landing > horizon:
+                    break
+            k += 1
+            y = bench.observe(query.x, landing, noise_rng)
+            diag = policy.diagnostics
+            row = _row(k, False, s, landing, query.x, y, bench)
+            virtual_split = protocol.clock in ("wall", "measured")
+            row.update(
+                dataset_size=policy.dataset_size,
+                response_time=float(response),
+                fit_seconds=diag.fit_seconds if virtual_split else None,
+                acquisition_seconds=diag.acquisition_seconds if virtual_split else None,
+                cleaning_seconds=diag.cleaning_seconds if virtual_split else None,
+                removed=int(diag.removed),
+                reset=int(diag.reset),
+                additional_queries=int(diag.additional_queries),
+                hyperparameters=to_json(diag.hyperparameters),
+                extra=to_json(diag.extra),
+            )
+            iterations.append(row)
+            timings.append(
+                {
+                    "k": k,
+                    "measured_seconds": measured,
+                    "fit_seconds": diag.fit_seconds,
+                    "acquisition_seconds": diag.acquisition_seconds,
+                    "cleaning_seconds": diag.cleaning_seconds,
+                }
+            )
+            if on_iteration is not None:
+                on_iteration(row)
+            pending = (query.x, landing, y)
+            if discrete:
+                clock.advance(1.0)
+            else:
+                clock.advance(cost)
+    except Exception as err:  # noqa: BLE001 - a failed run is data, not a crash
+        status = "failed"
+        error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
+    summary = summarize(iterations, horizon)
+    return RunResult(
+        spec=spec,
+        status=status,
+        iterations=iterations,
+        timings=timings,
+        summary=summary,
+        error=error,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def summarize(iterations: list[dict[str, Any]], horizon: float) -> dict[str, Any]:
+    """The per-run metrics of the protocol from the iteration records.
+
+    ``average_regret`` is the mean of ``r_k`` over the loop's queries (the papers'
+    metric); ``time_averaged_regret`` holds each ``r_k`` until the next query (the last
+    until the horizon) and divides by the duration; warm-up points are summarized apart.
+    """
+    loop = [r for r in iterations if not r["warmup"]]
+    warm = [r for r in iterations if r["warmup"]]
+    out: dict[str, Any] = {
+        "queries": len(loop),
+        "warmup_average_regret": float(np.mean([r["regret"] for r in warm])) if warm else None,
+    }
+    if not loop:
+        out.update(
+            average_regret=None,
+            time_averaged_regret=None,
+            cumulative_regret=0.0,
+            mean_response_time=None,
+            final_dataset_size=None,
+            max_dataset_size=None,
+        )
+        return out
+    regrets = np.array([r["regret"] for r in loop])
+    times = np.array([r["t"] for r in loop])
+    ends = np.append(times[1:], max(horizon, times[-1]))
+    duration = ends[-1] - times[0]
+    time_avg = float(np.sum(regrets * (ends - times)) / duration) if duration > 0 else None
+    out.update(
+        average_regret=float(regrets.mean()),
+        time_averaged_regret=time_avg,
+        cumulative_regret=float(regrets.sum()),
+        mean_response_time=float(np.mean([r["response_time"] for r in loop])),
+        final_dataset_size=int(loop[-1]["dataset_size"]),
+        max_dataset_size=int(max(r["dataset_size"] for r in iterations)),
+    )
+    return out

@@ -1,0 +1,340 @@
+"""The embedded result store: one SQLite file (WAL mode) with campaigns, runs and iterations.
+
+Writes are transactional and whole-run: a run's iteration records, timings and its
+``done``/``failed`` status are committed together, so a campaign killed at any moment
+(even by SIGKILL) leaves only complete runs behind and resumes without duplicates. A
+run's primary key is the hash of what determines it (:attr:`RunSpec.run_id`), so the
+same run is never stored twice, whichever campaign asks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dynbo.harness.loop import RunResult, RunSpec, to_json
+
+if TYPE_CHECKING:  # pandas is an optional dependency (the harness extra)
+    import pandas as pd
+
+__all__ = ["Store", "ITERATION_COLUMNS"]
+
+SCHEMA_VERSION = 1
+
+ITERATION_COLUMNS = (
+    "run_id",
+    "k",
+    "warmup",
+    "s",
+    "t",
+    "x",
+    "y",
+    "f",
+    "f_max",
+    "regret",
+    "dataset_size",
+    "response_time",
+    "fit_seconds",
+    "acquisition_seconds",
+    "cleaning_seconds",
+    "removed",
+    "reset",
+    "additional_queries",
+    "hyperparameters",
+    "extra",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS campaigns (
+    campaign_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    config TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    benchmark TEXT NOT NULL,
+    label TEXT NOT NULL,
+    benchmark_options TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    policy_options TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    protocol TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+    error TEXT,
+    summary TEXT NOT NULL,
+    wall_seconds REAL NOT NULL,
+    finished_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS campaign_runs (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (campaign_id, run_id)
+);
+CREATE TABLE IF NOT EXISTS iterations (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    k INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    s REAL NOT NULL,
+    t REAL NOT NULL,
+    x TEXT NOT NULL,
+    y REAL NOT NULL,
+    f REAL NOT NULL,
+    f_max REAL NOT NULL,
+    regret REAL NOT NULL,
+    dataset_size INTEGER,
+    response_time REAL,
+    fit_seconds REAL,
+    acquisition_seconds REAL,
+    cleaning_seconds REAL,
+    removed INTEGER,
+    reset INTEGER,
+    additional_queries INTEGER,
+    hyperparameters TEXT,
+    extra TEXT,
+    PRIMARY KEY (run_id, k)
+);
+CREATE TABLE IF NOT EXISTS timings (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    k INTEGER NOT NULL,
+    measured_seconds REAL NOT NULL,
+    fit_seconds REAL,
+    acquisition_seconds REAL,
+    cleaning_seconds REAL,
+    PRIMARY KEY (run_id, k)
+);
+"""
+
+
+class Store:
+    """A dynbo result database.
+
+    Args:
+        path: the SQLite file (created if missing).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            with self._transaction():
+                self._conn.executescript(_SCHEMA)
+                row = self._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None:
+                    self._conn.execute(
+                        "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+                    )
+                elif int(row[0]) != SCHEMA_VERSION:
+                    raise ValueError(
+                        f"{self.path} has store schema {row[0]}, this dynbo reads {SCHEMA_VERSION}"
+                    )
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"cannot open result store {self.path}: {err}") from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------ writes
+    def add_campaign(self, campaign_id: str, name: str, config: dict[str, Any]) -> None:
+        """Register a campaign (idempotent)."""
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR IGNORE INTO campaigns(campaign_id, name, config, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (campaign_id, name, to_json(config), time.time()),
+            )
+
+    def link(self, campaign_id: str, run_ids: Iterable[str]) -> None:
+        """Declare that a campaign consists of these runs (idempotent)."""
+        with self._transaction():
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO campaign_runs(campaign_id, run_id) VALUES (?, ?)",
+                [(campaign_id, r) for r in run_ids],
+            )
+
+    def save_run(self, result: RunResult) -> bool:
+        """Store a finished run atomically; returns False if it was already stored."""
+        spec = result.spec
+        run_id = spec.run_id
+        with self._transaction():
+            exists = self._conn.execute(
+                "SELECT status FROM runs WHERE run_id=?", (run_id,)
+            ).fetchone()
+            if exists is not None:
+                if exists[0] == "done" or result.status == "failed":
+                    return False
+                # a failed run that now succeeded replaces its records
+                self._conn.execute("DELETE FROM iterations WHERE run_id=?", (run_id,))
+                self._conn.execute("DELETE FROM timings WHERE run_id=?", (run_id,))
+                self._conn.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+            self._conn.execute(
+                "INSERT INTO runs(run_id, benchmark, label, benchmark_options, policy, "
+                "policy_options, seed, protocol, status, error, summary, wall_seconds, "
+                "finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    spec.benchmark,
+                    spec.display_benchmark,
+                    to_json(spec.benchmark_options),
+                    spec.policy,
+                    to_json(spec.policy_options),
+                    int(spec.seed),
+                    to_json(spec.protocol.as_dict()),
+                    result.status,
+                    result.error,
+                    to_json(result.summary),
+                    float(result.wall_seconds),
+                    time.time(),
+                ),
+            )
+            columns = ITERATION_COLUMNS
+            self._conn.executemany(
+                f"INSERT INTO iterations({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' for _ in columns)})",
+                [
+                    tuple(run_id if c == "run_id" else row.get(c) for c in columns)
+                    for row in result.iterations
+                ],
+            )
+            self._conn.executemany(
+                "INSERT INTO timings(run_id, k, measured_seconds, fit_seconds, "
+                "acquisition_seconds, cleaning_seconds) VALUES (?,?,?,?,?,?)",
+                [
+                    (
+                        run_id,
+                        r["k"],
+                        r["measured_seconds"],
+                        r["fit_seconds"],
+                        r["acquisition_seconds"],
+                        r["cleaning_seconds"],
+                    )
+                    for r in result.timings
+                ],
+            )
+        return True
+
+    # ------------------------------------------------------------------ reads
+    def completed_run_ids(self, include_failed: bool = False) -> set[str]:
+        """Ids of the stored runs (finished ones; failed ones too if asked)."""
+        query = "SELECT run_id FROM runs" + ("" if include_failed else " WHERE status='done'")
+        return {r[0] for r in self._conn.execute(query)}
+
+    def campaign_ids(self) -> list[str]:
+        return [r[0] for r in self._conn.execute("SELECT campaign_id FROM campaigns")]
+
+    def campaign_run_ids(self, campaign_id: str) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT run_id FROM campaign_runs WHERE campaign_id=? ORDER BY run_id", (campaign_id,)
+        )
+        return [r[0] for r in rows]
+
+    def runs(self, campaign_id: str | None = None) -> list[dict[str, Any]]:
+        """Run rows (summary and options decoded), optionally of one campaign."""
+        query = "SELECT * FROM runs"
+        params: tuple[Any, ...] = ()
+        if campaign_id is not None:
+            query += " WHERE run_id IN (SELECT run_id FROM campaign_runs WHERE campaign_id=?)"
+            params = (campaign_id,)
+        cursor = self._conn.execute(query + " ORDER BY label, policy, seed, run_id", params)
+        names = [c[0] for c in cursor.description]
+        out = []
+        for row in cursor:
+            record = dict(zip(names, row, strict=True))
+            for key in ("benchmark_options", "policy_options", "protocol", "summary"):
+                record[key] = json.loads(record[key])
+            out.append(record)
+        return out
+
+    def iteration_rows(self, run_ids: Iterable[str] | None = None) -> list[tuple[Any, ...]]:
+        """Raw iteration rows ordered by ``(run_id, k)`` (the canonical table)."""
+        query = f"SELECT {', '.join(ITERATION_COLUMNS)} FROM iterations"
+        if run_ids is not None:
+            ids = list(run_ids)
+            query += f" WHERE run_id IN ({', '.join('?' for _ in ids)})"
+            return list(self._conn.execute(query + " ORDER BY run_id, k", ids))
+        return list(self._conn.execute(query + " ORDER BY run_id, k"))
+
+    # ------------------------------------------------------------------ exports
+    def iterations_frame(self, campaign_id: str | None = None) -> pd.DataFrame:
+        """Iterations joined with their run's benchmark, policy and seed (pandas)."""
+        import pandas as pd
+
+        query = (
+            "SELECT r.label AS benchmark, r.policy, r.seed, i.* FROM iterations i "
+            "JOIN runs r ON r.run_id = i.run_id"
+        )
+        params: tuple[Any, ...] = ()
+        if campaign_id is not None:
+            query += " WHERE i.run_id IN (SELECT run_id FROM campaign_runs WHERE campaign_id=?)"
+            params = (campaign_id,)
+        return pd.read_sql_query(query + " ORDER BY i.run_id, i.k", self._conn, params=params)
+
+    def runs_frame(self, campaign_id: str | None = None) -> pd.DataFrame:
+        """One row per run with its summary metrics as columns (pandas)."""
+        import pandas as pd
+
+        rows = []
+        for run in self.runs(campaign_id):
+            row = {
+                "run_id": run["run_id"],
+                "benchmark": run["label"],
+                "policy": run["policy"],
+                "seed": run["seed"],
+                "status": run["status"],
+                "error": run["error"],
+                "wall_seconds": run["wall_seconds"],
+            }
+            row.update(run["summary"])
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def export(
+        self, directory: str | Path, fmt: str = "csv", campaign_id: str | None = None
+    ) -> list[Path]:
+        """Write ``runs`` and ``iterations`` tables as CSV or Parquet files into ``directory``."""
+        if fmt not in ("csv", "parquet"):
+            raise ValueError(f"export format must be 'csv' or 'parquet', got {fmt!r}")
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, frame in (
+            ("runs", self.runs_frame(campaign_id)),
+            ("iterations", self.iterations_frame(campaign_id)),
+        ):
+            path = out / f"{name}.{fmt}"
+            if fmt == "csv":
+                frame.to_csv(path, index=False)
+            else:
+                frame.to_parquet(path, index=False)
+            paths.append(path)
+        return paths
+
+    def run_spec_ids(self, specs: Iterable[RunSpec]) -> list[str]:
+        return [s.run_id for s in specs]

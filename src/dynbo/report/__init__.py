@@ -1,0 +1,1 @@
+"""Tables and figures read from the result store."""
