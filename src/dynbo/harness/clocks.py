@@ -16,15 +16,12 @@ arrives ``c`` seconds later, at ``s_{k+1} = t_k + c``. The clock decides what ``
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import scipy.optimize
+from dynbo.theory import ResponseTimeModel, fit_cubic
 
 __all__ = [
     "CLOCK_MODES",
@@ -36,52 +33,6 @@ __all__ = [
 ]
 
 CLOCK_MODES = ("wall", "measured", "modeled", "step")
-
-
-@dataclass(frozen=True)
-class ResponseTimeModel:
-    """``R(n) = c0 + c1 n + c2 n^2 + c3 n^3`` seconds, the response time at dataset size ``n``.
-
-    Coefficients are non-negative so that ``R`` is non-negative and non-decreasing.
-    """
-
-    coefficients: tuple[float, float, float, float]
-
-    def __post_init__(self) -> None:
-        coef = tuple(float(c) for c in self.coefficients)
-        if len(coef) != 4:
-            raise ValueError(f"a cubic response-time model needs 4 coefficients, got {len(coef)}")
-        if not all(math.isfinite(c) and c >= 0 for c in coef):
-            raise ValueError(f"response-time coefficients must be finite and >= 0, got {coef}")
-        object.__setattr__(self, "coefficients", coef)
-
-    def __call__(self, n: int | float | np.ndarray) -> float | np.ndarray:
-        c0, c1, c2, c3 = self.coefficients
-        n = np.asarray(n, dtype=float)
-        value = c0 + n * (c1 + n * (c2 + n * c3))
-        return float(value) if value.ndim == 0 else value
-
-    def as_dict(self) -> dict[str, object]:
-        return {"coefficients": list(self.coefficients)}
-
-
-def fit_cubic(sizes: Sequence[float], durations: Sequence[float]) -> ResponseTimeModel:
-    """Least-squares cubic with non-negative coefficients (NNLS) through ``(n, seconds)`` pairs.
-
-    Non-negativity keeps the fitted ``R(n)`` non-negative and increasing (BOLT needs both;
-    spec section 7.2).
-    """
-    n = np.asarray(sizes, dtype=float)
-    d = np.asarray(durations, dtype=float)
-    if n.shape != d.shape or n.ndim != 1 or n.size == 0:
-        raise ValueError("sizes and durations must be 1-D arrays of the same non-zero length")
-    if not (np.isfinite(n).all() and np.isfinite(d).all()):
-        raise ValueError("sizes and durations must be finite")
-    design = np.stack([np.ones_like(n), n, n**2, n**3], axis=1)
-    # Columns span many orders of magnitude; scaling them keeps NNLS well conditioned.
-    scale = np.maximum(np.abs(design).max(axis=0), 1e-300)
-    coef, _ = scipy.optimize.nnls(design / scale, d)
-    return ResponseTimeModel(tuple(float(c) for c in coef / scale))  # type: ignore[arg-type]
 
 
 def calibration_path() -> Path:
