@@ -129,7 +129,10 @@ class Store:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             with self._transaction():
-                self._conn.executescript(_SCHEMA)
+                # executescript would commit on its own; run the statements one by one
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
                 row = self._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 if row is None:
                     self._conn.execute(

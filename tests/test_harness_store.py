@@ -1,0 +1,88 @@
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from dynbo.harness import Protocol, RunSpec, Store, execute
+from tests.toy import MovingPeak
+
+FAST = {"raw_samples": 32, "restarts": 2, "fit_iterations": 20}
+
+
+def toy_result(seed=0, fail_after=None):
+    spec = RunSpec(
+        benchmark="moving-peak",
+        policy="gp-ucb",
+        seed=seed,
+        protocol=Protocol(
+            clock="modeled", response_time=(0.5, 0, 0, 0), warmup=3, warmup_fraction=0.05
+        ),
+        policy_options=FAST,
+    )
+    return execute(spec, benchmark=MovingPeak(horizon=10.0, fail_after=fail_after))
+
+
+def test_save_and_read_back(tmp_path):
+    result = toy_result()
+    with Store(tmp_path / "r.sqlite") as store:
+        assert store.save_run(result)
+        assert not store.save_run(result)  # never twice
+        assert store.completed_run_ids() == {result.spec.run_id}
+        rows = store.iteration_rows()
+        assert len(rows) == len(result.iterations)
+        runs = store.runs()
+        assert runs[0]["summary"]["average_regret"] == pytest.approx(
+            result.summary["average_regret"]
+        )
+        frame = store.iterations_frame()
+        assert list(frame["k"]) == [r["k"] for r in result.iterations]
+        assert set(frame["benchmark"]) == {"moving-peak"}
+    # WAL mode on disk
+    conn = sqlite3.connect(tmp_path / "r.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_failed_run_is_stored_and_replaced_by_a_later_success(tmp_path):
+    failed = toy_result(fail_after=3.0)
+    assert failed.status == "failed"
+    with Store(tmp_path / "r.sqlite") as store:
+        store.save_run(failed)
+        assert store.completed_run_ids() == set()
+        assert store.completed_run_ids(include_failed=True) == {failed.spec.run_id}
+        assert "offline" in store.runs()[0]["error"]
+        ok = toy_result()
+        assert ok.spec.run_id == failed.spec.run_id
+        assert store.save_run(ok)
+        assert store.completed_run_ids() == {ok.spec.run_id}
+        assert len(store.iteration_rows()) == len(ok.iterations)
+
+
+def test_interrupted_write_leaves_nothing(tmp_path):
+    result = toy_result()
+    result.iterations.append({"k": result.iterations[-1]["k"]})  # violates NOT NULL: write fails
+    with Store(tmp_path / "r.sqlite") as store:
+        with pytest.raises(sqlite3.IntegrityError):
+            store.save_run(result)
+        assert store.completed_run_ids(include_failed=True) == set()
+        assert store.iteration_rows() == []
+
+
+def test_export_csv_and_parquet(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.save_run(toy_result(0))
+        store.save_run(toy_result(1))
+        csv_paths = store.export(tmp_path / "csv", "csv")
+        pq_paths = store.export(tmp_path / "pq", "parquet")
+        with pytest.raises(ValueError, match="format"):
+            store.export(tmp_path / "x", "xlsx")
+    runs = pd.read_csv(csv_paths[0])
+    assert len(runs) == 2 and "average_regret" in runs
+    iterations = pd.read_parquet(pq_paths[1])
+    assert set(iterations["seed"]) == {0, 1}
+
+
+def test_unreadable_store_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database, just text" * 100)
+    with pytest.raises(ValueError, match="cannot open result store"):
+        Store(bad)
