@@ -43,12 +43,12 @@ def without_timings(state):
 
 
 def test_registry_lists_policies():
-    assert {"gp-ucb", "st-gp-ucb"} <= set(available())
+    assert {"gp-ucb", "st-gp-ucb", "wdbo", "bolt"} <= set(available())
     with pytest.raises(ValueError, match="unknown policy"):
         make("gp-ucbb", bounds=[[0], [1]])
 
 
-@pytest.mark.parametrize("name", ["gp-ucb", "st-gp-ucb"])
+@pytest.mark.parametrize("name", ["gp-ucb", "st-gp-ucb", "wdbo", "bolt"])
 def test_state_round_trip_is_exact(name):
     p = warmed_policy(name)
     t = 1.0

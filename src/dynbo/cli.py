@@ -214,7 +214,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
             )
     if args.what in ("all", "suites"):
         print("suites:")
-        for name, suite in benchmarks.suites().items():
+        for name in benchmarks.suites():
+            suite = benchmarks.suite(name)
             labels = ", ".join(e.label for e in suite.entries)
             print(f"  {name:<8} clock={suite.clock:<9} seeds={suite.seeds:<3} {labels}")
     if args.what in ("all", "policies"):

@@ -82,6 +82,8 @@ def maximize_on_box(
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
         x = torch.tensor(flat, dtype=dtype, device=device).reshape(k, dim).requires_grad_(True)
         total = -acquisition(x).sum()
+        if not total.requires_grad:  # a constant acquisition (e.g. the prior of an empty GP)
+            return float(total), np.zeros(k * dim)
         (grad,) = torch.autograd.grad(total, x)
         return float(total.detach()), grad.detach().cpu().numpy().reshape(-1).astype(float)
 

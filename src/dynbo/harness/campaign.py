@@ -174,6 +174,8 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
         ]
         seeds = seeds or list(range(suite.seeds))
         protocol_values.setdefault("clock", suite.clock)
+        for key, value in suite.protocol.items():
+            protocol_values.setdefault(key, value)
     if "benchmarks" in config:
         bench_entries = _entries(config["benchmarks"], "benchmarks")
     if "policies" in config:

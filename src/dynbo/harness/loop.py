@@ -170,10 +170,36 @@ class RunResult:
     wall_seconds: float = 0.0
 
 
+def benchmark_options(spec: RunSpec) -> dict[str, Any]:
+    """The options the run's benchmark is built with.
+
+    Besides the spec's own options: a benchmark whose function is itself random (the
+    Markov-chain GPs: a new function per trial in the papers) takes the run's seed
+    unless the options fix one, and a protocol horizon becomes the benchmark's horizon
+    (it defines the benchmark's time mapping, so the two must agree).
+    """
+    from dynbo.benchmarks import options as accepted_options
+
+    options = dict(spec.benchmark_options)
+    accepted = accepted_options(spec.benchmark)
+    if "seed" in accepted and "seed" not in options:
+        options["seed"] = int(spec.seed)
+    horizon = spec.protocol.horizon
+    if horizon is not None:
+        given = options.get("horizon")
+        if given is not None and float(given) != float(horizon):
+            raise ValueError(
+                f"protocol horizon {horizon} differs from the benchmark option horizon {given}"
+            )
+        if "horizon" in accepted:
+            options["horizon"] = horizon
+    return options
+
+
 def _make_benchmark(spec: RunSpec) -> Benchmark:
     from dynbo.benchmarks import get
 
-    return get(spec.benchmark, **dict(spec.benchmark_options))
+    return get(spec.benchmark, **benchmark_options(spec))
 
 
 def _make_policy(spec: RunSpec, bench: Benchmark) -> Any:

@@ -149,12 +149,16 @@ def cholesky_rank_one_update(factor: torch.Tensor, vector: torch.Tensor) -> torc
     beta_prev = torch.cat([beta.new_ones(1), beta[:-1]])
     d = torch.sqrt(beta / beta_prev)
     g = p / torch.sqrt(beta * beta_prev)
-    # Work on the transpose (rows = columns of L): torch's cumulative sums are much
-    # faster along this layout, and the result needs no copy back.
-    weighted = factor.T * p[:, None]
-    tail = torch.flip(weighted, [0]).cumsum_(0).flip([0])
-    tail.sub_(weighted).mul_(g[:, None])
-    tail.add_(factor.T * d[:, None])
+    # Work on the transpose (rows = columns of L): torch's cumulative sums are fast on
+    # that layout. The reversed cumulative sum is taken on a flipped copy (torch has no
+    # negative strides); everything else is in place, so the update allocates two (m, m)
+    # buffers.
+    rows = factor.T
+    tail = rows.flip(0)
+    tail.mul_(p.flip(0)[:, None]).cumsum_(0)
+    tail = tail.flip(0)  # tail[k] = sum_{i >= k} p_i L[:, i]
+    tail.addcmul_(rows, p[:, None], value=-1.0)  # sum over i > k only
+    tail.mul_(g[:, None]).addcmul_(rows, d[:, None])
     return tail.T.tril_()
 
 
@@ -175,13 +179,9 @@ def cholesky_delete(factor: torch.Tensor, index: int) -> torch.Tensor:
     n = factor.shape[0]
     if not 0 <= index < n:
         raise IndexError(f"cannot delete row {index} of a {n}x{n} factor")
-    keep = torch.cat(
-        [
-            torch.arange(index, device=factor.device),
-            torch.arange(index + 1, n, device=factor.device),
-        ]
-    )
-    out = factor[keep][:, keep].clone()
+    out = factor.new_zeros((n - 1, n - 1))
+    out[:index, :index] = factor[:index, :index]
+    out[index:, :index] = factor[index + 1 :, :index]
     if index < n - 1:
         out[index:, index:] = cholesky_rank_one_update(
             factor[index + 1 :, index + 1 :], factor[index + 1 :, index]

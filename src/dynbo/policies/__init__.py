@@ -14,10 +14,14 @@ from dynbo.policies.base import (
     policy_class,
     register,
 )
+from dynbo.policies.bolt import BOLT
 from dynbo.policies.gp_ucb import GPUCB, SpatioTemporalGPUCB
+from dynbo.policies.wdbo import WDBO
 
 __all__ = [
+    "BOLT",
     "GPUCB",
+    "WDBO",
     "Dataset",
     "Diagnostics",
     "Policy",

@@ -355,6 +355,9 @@ class Policy(ABC):
         prepared = _time.perf_counter()
         if self.learn_hyperparameters and self.dataset_size > 0:
             self._fit(t)
+        elif self.dataset_size > 0:
+            # fixed hyperparameters: only the standardization follows the data
+            self._gp.restandardize()
         fitted = _time.perf_counter()
         self._clean(t, diag)
         cleaned = _time.perf_counter()

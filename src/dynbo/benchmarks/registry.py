@@ -1,0 +1,373 @@
+"""Benchmarks by name, and the suites of the papers' experiments.
+
+    bench = dynbo.benchmarks.get("hartmann3", noise_variance=0.01, horizon=300)
+    for entry in dynbo.benchmarks.suite("bolt").entries:
+        bench = entry.build(seed=run_seed)
+
+``get`` passes its options to the benchmark's constructor (``dim``, ``horizon``,
+``noise_variance``, ``cost``, ``epsilon``, ``seed``, ...) and accepts one more,
+``noise_fraction``: the noise variance as a fraction of the benchmark's signal variance
+(W-DBO's protocol), estimated once from 1e5 uniform samples of ``f`` over ``S x [0, T]``
+with seed 0 and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynbo.benchmarks.base import Benchmark
+from dynbo.benchmarks.markov import MarkovChainGP
+from dynbo.benchmarks.rkhs import DriftingRKHS
+from dynbo.benchmarks.synthetic import SYNTHETIC_BENCHMARKS
+
+__all__ = ["CLOCKS", "Suite", "SuiteEntry", "get", "names", "options", "suite", "suites"]
+
+#: How a suite's runs advance time (see the protocol): measured or modeled response
+#: times in seconds, or one step per query.
+CLOCKS = ("measured", "modeled", "step")
+
+_BENCHMARKS: dict[str, Callable[..., Benchmark]] = {
+    **SYNTHETIC_BENCHMARKS,
+    MarkovChainGP.name: MarkovChainGP,
+    DriftingRKHS.name: DriftingRKHS,
+}
+
+
+def names() -> list[str]:
+    """Registered benchmark names, sorted."""
+    return sorted(_BENCHMARKS)
+
+
+def _canonical(name: str) -> str:
+    return str(name).strip().lower().replace("_", "-")
+
+
+def _options_of(factory: Callable[..., Benchmark]) -> list[str]:
+    parameters = inspect.signature(factory).parameters
+    return [p for p in parameters if p != "self"]
+
+
+def options(name: str) -> list[str]:
+    """The options :func:`get` accepts for a benchmark (its constructor arguments)."""
+    key = _canonical(name)
+    if key not in _BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(names())}")
+    return _options_of(_BENCHMARKS[key]) + ["noise_fraction"]
+
+
+@functools.lru_cache(maxsize=256)
+def _signal_variance(name: str, frozen_options: tuple[tuple[str, Any], ...]) -> float:
+    """Signal variance of ``get(name, **options)`` (noise and cost do not change it)."""
+    return _BENCHMARKS[name](**dict(frozen_options)).signal_variance(samples=100_000, seed=0)
+
+
+def get(name: str, **options: Any) -> Benchmark:
+    """Build a benchmark by registry name.
+
+    Args:
+        name: one of :func:`names` (case and ``_`` / ``-`` are ignored).
+        **options: constructor arguments of that benchmark, plus ``noise_fraction``.
+
+    Returns:
+        A new :class:`Benchmark` instance.
+
+    Raises:
+        ValueError: unknown name, unknown option, both ``noise_variance`` and
+            ``noise_fraction``, or a value the benchmark rejects.
+    """
+    key = _canonical(name)
+    if key not in _BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(names())}")
+    factory = _BENCHMARKS[key]
+    allowed = _options_of(factory)
+    unknown = sorted(set(options) - set(allowed) - {"noise_fraction"})
+    if unknown:
+        raise ValueError(
+            f"benchmark {key!r} has no option(s) {', '.join(map(repr, unknown))}; "
+            f"its options: {', '.join(allowed + ['noise_fraction'])}"
+        )
+    fraction = options.pop("noise_fraction", None)
+    if fraction is not None and options.get("noise_variance") is not None:
+        raise ValueError(f"benchmark {key!r}: give noise_variance or noise_fraction, not both")
+    if fraction is not None:
+        if fraction < 0:
+            raise ValueError(f"benchmark {key!r}: noise_fraction must be >= 0, got {fraction!r}")
+        # A fixed noise keeps the constructor from estimating a default it would discard.
+        options["noise_variance"] = 0.0
+    benchmark = factory(**options)
+    if fraction is not None:
+        shape = tuple(sorted((k, v) for k, v in options.items() if k not in ("cost",)))
+        benchmark.noise_variance = float(fraction) * _signal_variance(key, shape)
+    return benchmark
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One benchmark of a suite.
+
+    Attributes:
+        benchmark: registry name (see :func:`names`).
+        options: keyword arguments for :func:`get`.
+        label: short name of the entry in tables, e.g. ``"hartmann3"``.
+    """
+
+    benchmark: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False)
+    label: str = ""
+
+    def build(self, seed: int | None = None) -> Benchmark:
+        """``get(benchmark, **options)``; ``seed`` is the run's seed.
+
+        Benchmarks whose function is itself random (the Markov-chain GPs: a new function per
+        trial in the papers) take their ``seed`` option from the run's seed unless the
+        entry fixes it; other benchmarks ignore ``seed``.
+        """
+        options = dict(self.options)
+        factory = _BENCHMARKS[_canonical(self.benchmark)]
+        if seed is not None and "seed" in _options_of(factory) and "seed" not in options:
+            options["seed"] = int(seed)
+        return get(self.benchmark, **options)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A campaign definition: benchmarks x policies x seeds under one clock.
+
+    Attributes:
+        name: suite name (see :func:`suites`).
+        entries: the benchmarks and their options.
+        clock: ``"measured"``, ``"modeled"`` or ``"step"`` (see the protocol).
+        seeds: replications per (benchmark, policy).
+        policies: policy registry names (strings; this module imports no policy).
+        description: provenance and what is left out.
+        protocol: other protocol defaults of the suite (``response_time``, ``warmup``,
+            ...; see :class:`dynbo.harness.Protocol`); a campaign's ``[protocol]``
+            overrides them.
+    """
+
+    name: str
+    entries: tuple[SuiteEntry, ...]
+    clock: str
+    seeds: int
+    policies: tuple[str, ...]
+    description: str
+    protocol: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.clock not in CLOCKS:
+            raise ValueError(f"suite {self.name!r}: clock must be one of {CLOCKS}")
+        labels = [entry.label for entry in self.entries]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"suite {self.name!r}: entry labels must be unique")
+
+    def labels(self) -> list[str]:
+        """Entry labels, in order."""
+        return [entry.label for entry in self.entries]
+
+    def entry(self, label: str) -> SuiteEntry:
+        """The entry with this label."""
+        for candidate in self.entries:
+            if candidate.label == label:
+                return candidate
+        raise ValueError(f"suite {self.name!r} has no entry {label!r}; entries: {self.labels()}")
+
+
+# ---------------------------------------------------------------------- suites
+CONTINUOUS_HORIZON = 600.0
+
+#: BOLT Table 2: (label, registry name, d, noise variance sigma_0^2, cost c in s).
+BOLT_TABLE_2 = (
+    ("shekel", "shekel", 3, 0.02, 0.50),
+    ("hartmann3", "hartmann3", 2, 0.05, 1.00),
+    ("ackley", "ackley", 3, 0.05, 0.05),
+    ("griewank", "griewank", 5, 0.30, 0.05),
+    ("eggholder", "eggholder", 1, 0.10, 0.05),
+    ("schwefel", "schwefel", 3, 0.25, 0.05),
+    ("hartmann6", "hartmann6", 5, 0.05, 0.10),
+    ("powell", "powell", 3, 2.50, 1.00),
+)
+
+#: W-DBO Table 2's synthetic benchmarks: (label, registry name, d).
+WDBO_SYNTHETIC = (
+    ("rastrigin", "rastrigin", 4),
+    ("schwefel", "schwefel", 3),
+    ("styblinski-tang", "styblinski-tang", 3),
+    ("eggholder", "eggholder", 1),
+    ("ackley", "ackley", 3),
+    ("rosenbrock", "rosenbrock", 2),
+    ("shekel", "shekel", 3),
+    ("hartmann3", "hartmann3", 2),
+    ("hartmann6", "hartmann6", 5),
+    ("powell", "powell", 3),
+)
+
+CONTINUOUS_POLICIES = ("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb", "abo", "wdbo")
+
+
+def _bolt() -> Suite:
+    entries = tuple(
+        SuiteEntry(
+            name,
+            {"dim": d, "noise_variance": noise, "cost": cost, "horizon": CONTINUOUS_HORIZON},
+            label,
+        )
+        for label, name, d, noise, cost in BOLT_TABLE_2
+    )
+    return Suite(
+        name="bolt",
+        entries=entries,
+        clock="measured",
+        seeds=10,
+        policies=(*CONTINUOUS_POLICIES, "bolt"),
+        description=(
+            "BOLT (Bardou & Thiran, Optimizing Through Change) Sec. 5 / App. F: the eight "
+            "synthetic benchmarks with Table 2's noise variances and costs, T = 600 s, 10 seeds. "
+            "The real-world Temperature(3) and WLAN(7) benchmarks are not implemented yet "
+            "and are left out."
+        ),
+    )
+
+
+def _wdbo() -> Suite:
+    entries = tuple(
+        SuiteEntry(
+            name,
+            {"dim": d, "noise_fraction": 0.05, "cost": 0.1, "horizon": CONTINUOUS_HORIZON},
+            label,
+        )
+        for label, name, d in WDBO_SYNTHETIC
+    )
+    return Suite(
+        name="wdbo",
+        entries=entries,
+        clock="measured",
+        seeds=10,
+        policies=CONTINUOUS_POLICIES,
+        description=(
+            "W-DBO (Bardou, Thiran & Ranieri, This Too Shall Pass) Sec. 6 / App. G.2: the ten "
+            "synthetic benchmarks, noise variance 5 % of the signal variance (1e5 uniform "
+            "samples, seed 0), c = 0.1 s, T = 600 s, 10 seeds. The real-world Temperature(3) "
+            "and WLAN(5) benchmarks are not implemented yet and are left out."
+        ),
+    )
+
+
+MARKOV_EPSILONS = (0.001, 0.01, 0.03)
+
+
+def _markov() -> Suite:
+    entries = [
+        SuiteEntry(
+            "markov",
+            {"kernel": kernel, "epsilon": epsilon, "noise_variance": 0.01, "horizon": 200},
+            f"{kernel}-eps{epsilon:g}",
+        )
+        for kernel in ("se", "matern52")
+        for epsilon in MARKOV_EPSILONS
+    ]
+    entries.append(
+        SuiteEntry(
+            "markov",
+            {"kernel": "se", "epsilon": 0.05, "noise_variance": 0.02, "horizon": 400},
+            "se-eps0.05-etgpucb",
+        )
+    )
+    return Suite(
+        name="markov",
+        entries=tuple(entries),
+        clock="step",
+        seeds=50,
+        policies=("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb"),
+        description=(
+            "GP Markov-chain functions (Bogunovic et al., eqs. 3-4, Sec. 5.1): [0,1]^2 "
+            "on a 50 x 50 grid, SE or Matern-5/2 with l = 0.2, sigma^2 = 0.01, "
+            "eps in {0.001, 0.01, 0.03}, T = 200 steps; plus ET-GP-UCB's within-model case "
+            "(Brunzema et al., Table 4: SE, eps = 0.05, sigma^2 = 0.02, T = 400), whose "
+            "misspecified-epsilon variant (Fig. 2d) is a policy setting (TV-GP-UCB with "
+            "eps = 0.001, R-GP-UCB with N = 68), not a benchmark one. Each seed draws a new "
+            "function (SuiteEntry.build passes the run seed)."
+        ),
+    )
+
+
+def _rkhs() -> Suite:
+    return Suite(
+        name="rkhs",
+        entries=(SuiteEntry("rkhs", {"noise_variance": 0.01, "horizon": 500}, "rkhs"),),
+        clock="step",
+        seeds=30,
+        policies=(
+            "gp-ucb",
+            "tv-gp-ucb",
+            "r-gp-ucb",
+            "sw-gp-ucb",
+            "w-gp-ucb",
+            "sparq-gp-ucb",
+            "w-sparq-gp-ucb",
+        ),
+        description=(
+            "W-SparQ-GP-UCB (Mauduit et al.) Sec. 4.1: the drifting RKHS function on "
+            "[-50, 50], T = 500 steps, 30 realizations (noise and policy randomness)."
+        ),
+    )
+
+
+#: the quick suite's modeled response time R(n) = 0.5 + 1e-6 n^3 s: slow enough that a
+#: 60 s run makes a few dozen queries (a demo that finishes in minutes on 2 cores), steep
+#: enough that BOLT's n* and W-DBO's removals show within the run.
+QUICK_RESPONSE_TIME = (0.5, 0.0, 0.0, 1e-6)
+
+
+def _quick() -> Suite:
+    horizon, cost = 60.0, 0.5
+    return Suite(
+        name="quick",
+        entries=(
+            SuiteEntry("eggholder", {"dim": 1, "horizon": horizon, "cost": cost}, "eggholder"),
+            SuiteEntry("hartmann3", {"dim": 2, "horizon": horizon, "cost": cost}, "hartmann3"),
+            SuiteEntry(
+                "piecewise-six-hump-camel",
+                {"horizon": horizon, "cost": cost},
+                "piecewise-six-hump-camel",
+            ),
+        ),
+        clock="modeled",
+        seeds=2,
+        policies=("gp-ucb", "st-gp-ucb", "wdbo", "bolt"),
+        description=(
+            "A cheap demo campaign: Eggholder(2) and Hartmann(3) with BOLT Table 2's noise, "
+            "and W-DBO's piecewise Six-Hump Camel (abrupt change at t = 3T/8); T = 60 s, "
+            "c = 0.5 s, modeled clock with R(n) = 0.5 + 1e-6 n^3 s, 2 seeds."
+        ),
+        protocol={"response_time": QUICK_RESPONSE_TIME},
+    )
+
+
+_SUITES: dict[str, Callable[[], Suite]] = {
+    "bolt": _bolt,
+    "wdbo": _wdbo,
+    "markov": _markov,
+    "rkhs": _rkhs,
+    "quick": _quick,
+}
+
+
+def suites() -> list[str]:
+    """Suite names."""
+    return list(_SUITES)
+
+
+def suite(name: str) -> Suite:
+    """A fresh :class:`Suite` by name.
+
+    Raises:
+        ValueError: unknown suite name.
+    """
+    key = _canonical(name)
+    if key not in _SUITES:
+        raise ValueError(f"unknown suite {name!r}; known suites: {', '.join(suites())}")
+    return _SUITES[key]()

@@ -1,0 +1,155 @@
+"""BOLT (Bardou & Thiran, "Optimizing Through Change", SEED-000, Algorithm 1).
+
+W-DBO's surrogate and relevancy criterion, but the removal budget is replaced by a
+principled cap: the maximal useful dataset size ``n* = argmax_n sum_{i<=n} k_T(i R(n))^2``
+(eq. 9, :func:`dynbo.theory.max_dataset_size`), where ``R(n)`` is BOLT's own response
+time at dataset size ``n``. BOLT measures ``R`` as the time between two consecutive
+clock reads (two consecutive :meth:`suggest` calls: fit + acquisition + evaluation +
+cleaning, Sec. 4), fits a cubic with non-negative coefficients to the ``(n, duration)``
+pairs, recomputes ``n*`` every iteration (warm-started discrete ascent) and, while the
+dataset is larger than ``n*``, removes the observation whose removal moves the GP least
+in the Wasserstein sense (eq. 12).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.relevancy import WassersteinRelevancy
+from dynbo.theory import fit_cubic, max_dataset_size
+
+__all__ = ["BOLT"]
+
+
+@register
+class BOLT(Policy):
+    """BOLT: GP-UCB whose dataset is capped at the maximal useful size ``n*``.
+
+    Args:
+        bounds: ``(2, d)`` search box.
+        remove_until_cap: remove until ``|D| <= n*`` in one iteration instead of one
+            observation per iteration (the paper's loop removes one).
+        min_response_points: distinct dataset sizes needed before ``R(n)`` is fitted;
+            until then ``n*`` is infinite (no removal).
+        max_size: cap on ``n*`` (``R`` nearly constant makes ``u`` increase for ever).
+        min_dataset_size: never remove below this many observations (default 2).
+        paper_compat: see :class:`~dynbo.policies.wdbo.WDBO`.
+        **kwargs: the shared :class:`~dynbo.policies.base.Policy` arguments.
+    """
+
+    name = "bolt"
+    reference = "Bardou & Thiran (2025), BOLT, SEED-000 Algorithm 1 and eq. 9"
+    models_time = True
+
+    def __init__(
+        self,
+        bounds: Any,
+        *,
+        remove_until_cap: bool = False,
+        min_response_points: int = 4,
+        max_size: int = 10_000,
+        min_dataset_size: int = 2,
+        paper_compat: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(bounds, **kwargs)
+        for name, value, low in (
+            ("min_response_points", min_response_points, 4),
+            ("max_size", max_size, 1),
+            ("min_dataset_size", min_dataset_size, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.remove_until_cap = bool(remove_until_cap)
+        self.min_response_points = min_response_points
+        self.max_size = max_size
+        self.min_dataset_size = min_dataset_size
+        self.paper_compat = bool(paper_compat)
+        self._response_sizes: list[int] = []
+        self._response_durations: list[float] = []
+        self._previous_time: float | None = None
+        self._previous_size = 0
+        self._max_size: int | None = None
+
+    @property
+    def max_dataset_size(self) -> int | None:
+        """The current ``n*`` (``None`` while ``R(n)`` cannot be fitted yet)."""
+        return self._max_size
+
+    def response_time_model(self) -> tuple[float, float, float, float] | None:
+        """Coefficients of the fitted ``R(n)`` (``None`` with too few distinct sizes)."""
+        if len(set(self._response_sizes)) < self.min_response_points:
+            return None
+        return fit_cubic(self._response_sizes, self._response_durations).coefficients
+
+    def _prepare(self, t: float, diag: Diagnostics) -> None:
+        # The duration between two clock reads belongs to the dataset size at the
+        # start of the earlier iteration (BOLT Sec. 4).
+        if self._previous_time is not None:
+            self._response_sizes.append(self._previous_size)
+            self._response_durations.append(t - self._previous_time)
+        self._previous_time = t
+        self._previous_size = self.dataset_size
+
+    def _clean(self, t: float, diag: Diagnostics) -> None:
+        coefficients = self.response_time_model()
+        lengthscale_time = self._gp.hyperparameters.lengthscale_time
+        assert lengthscale_time is not None
+        if coefficients is not None:
+            c0, c1, c2, c3 = coefficients
+
+            def response_time(n: int) -> float:
+                return c0 + n * (c1 + n * (c2 + n * c3))
+
+            self._max_size = max_dataset_size(
+                response_time,
+                self.kernel.temporal,  # type: ignore[arg-type]
+                lengthscale_time,
+                initial=self._max_size,
+                n_max=self.max_size,
+            )
+        removed_times: list[float] = []
+        cap = self._max_size
+        if cap is not None and self.dataset_size > max(cap, self.min_dataset_size):
+            present = max(t, float(self._t.max()))
+            relevancy = WassersteinRelevancy.from_gp(
+                self._gp, present, paper_compat=self.paper_compat
+            )
+            while self.dataset_size > max(cap, self.min_dataset_size):
+                # the argmin of R_i is the argmin of W_2(GP_D, GP_D\i) (common denominator)
+                index = int(torch.argmin(relevancy.relevancies()))
+                removed_times.append(float(self._t[index]))
+                relevancy.remove(index)
+                self._remove(index)
+                if not self.remove_until_cap:
+                    break
+        diag.removed = len(removed_times)
+        diag.extra.update(
+            n_star=self._max_size,
+            response_time_coefficients=None if coefficients is None else list(coefficients),
+            removed_times=removed_times,
+        )
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {
+            "response_sizes": list(self._response_sizes),
+            "response_durations": list(self._response_durations),
+            "previous_time": self._previous_time,
+            "previous_size": self._previous_size,
+            "max_size": self._max_size,
+        }
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self._response_sizes = [int(v) for v in state["response_sizes"]]
+        self._response_durations = [float(v) for v in state["response_durations"]]
+        self._previous_time = state["previous_time"]
+        self._previous_size = int(state["previous_size"])
+        self._max_size = None if state["max_size"] is None else int(state["max_size"])
+
+    def response_dataset(self) -> np.ndarray:
+        """``(m, 2)`` array of the measured ``(n, seconds)`` pairs."""
+        return np.column_stack([self._response_sizes, self._response_durations])

@@ -1,0 +1,158 @@
+"""The benchmark registry and the suites."""
+
+import dataclasses
+
+import pytest
+
+import dynbo.benchmarks as benchmarks
+from dynbo.benchmarks import MarkovChainGP, Suite, SuiteEntry
+
+ALL_NAMES = {
+    "ackley",
+    "eggholder",
+    "griewank",
+    "hartmann3",
+    "hartmann6",
+    "markov",
+    "piecewise-six-hump-camel",
+    "powell",
+    "rastrigin",
+    "rkhs",
+    "rosenbrock",
+    "schwefel",
+    "shekel",
+    "six-hump-camel",
+    "styblinski-tang",
+}
+
+
+def test_names_and_info():
+    assert set(benchmarks.names()) == ALL_NAMES
+    for name in benchmarks.names():
+        info = benchmarks.get(name).info()
+        assert info.name == name
+        assert info.dim >= 1 and info.horizon > 0 and info.noise_variance >= 0
+        assert info.time_unit in ("s", "step")
+        assert info.reference
+
+
+def test_unknown_names_and_options_are_rejected():
+    with pytest.raises(ValueError, match="'branin'"):
+        benchmarks.get("branin")
+    with pytest.raises(ValueError, match="'epsilon'"):
+        benchmarks.get("ackley", epsilon=0.1)
+    with pytest.raises(ValueError, match="not both"):
+        benchmarks.get("ackley", noise_variance=0.1, noise_fraction=0.05)
+    with pytest.raises(ValueError, match="'nope'"):
+        benchmarks.suite("nope")
+    with pytest.raises(ValueError, match="horizon"):
+        benchmarks.get("hartmann6", horizon=-1.0)
+
+
+def test_options_override_the_defaults():
+    bench = benchmarks.get("Hartmann3", noise_variance=0.123, cost=2.0, horizon=300.0)
+    assert (bench.noise_variance, bench.cost, bench.horizon) == (0.123, 2.0, 300.0)
+    assert benchmarks.get("styblinski_tang", dim=6).dim == 6
+    markov = benchmarks.get("markov", epsilon=0.03, seed=4, kernel="matern52", horizon=50)
+    assert (markov.epsilon, markov.seed, markov.kernel, markov.horizon) == (
+        0.03,
+        4,
+        "matern52",
+        50,
+    )
+    fraction = benchmarks.get("hartmann3", noise_fraction=0.1)
+    reference = benchmarks.get("hartmann3").signal_variance(samples=100_000, seed=0)
+    assert fraction.noise_variance == pytest.approx(0.1 * reference, rel=1e-12)
+
+
+def test_bolt_suite_is_table_2():
+    suite = benchmarks.suite("bolt")
+    assert suite.labels() == [
+        "shekel",
+        "hartmann3",
+        "ackley",
+        "griewank",
+        "eggholder",
+        "schwefel",
+        "hartmann6",
+        "powell",
+    ]
+    table = {
+        "shekel": (4, 0.02, 0.50),
+        "hartmann3": (3, 0.05, 1.00),
+        "ackley": (4, 0.05, 0.05),
+        "griewank": (6, 0.30, 0.05),
+        "eggholder": (2, 0.10, 0.05),
+        "schwefel": (4, 0.25, 0.05),
+        "hartmann6": (6, 0.05, 0.10),
+        "powell": (4, 2.50, 1.00),
+    }
+    for entry in suite.entries:
+        bench = entry.build(seed=0)
+        assert (bench.dim + 1, bench.noise_variance, bench.cost) == table[entry.label]
+        assert bench.horizon == 600.0 and bench.time_unit == "s"
+    assert (suite.clock, suite.seeds) == ("measured", 10)
+    assert suite.policies == ("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb", "abo", "wdbo", "bolt")
+    assert "Temperature" in suite.description and "WLAN" in suite.description
+
+
+def test_wdbo_suite_uses_five_percent_of_the_signal_variance():
+    suite = benchmarks.suite("wdbo")
+    dims = {e.label: e.build().dim + 1 for e in suite.entries}
+    assert dims == {
+        "rastrigin": 5,
+        "schwefel": 4,
+        "styblinski-tang": 4,
+        "eggholder": 2,
+        "ackley": 4,
+        "rosenbrock": 3,
+        "shekel": 4,
+        "hartmann3": 3,
+        "hartmann6": 6,
+        "powell": 4,
+    }
+    for label in ("eggholder", "shekel"):
+        bench = suite.entry(label).build()
+        variance = bench.signal_variance(samples=100_000, seed=0)
+        assert bench.noise_variance == pytest.approx(0.05 * variance, rel=1e-12)
+        assert (bench.cost, bench.horizon) == (0.1, 600.0)
+    assert suite.clock == "measured" and suite.seeds == 10
+
+
+def test_markov_rkhs_and_quick_suites():
+    markov = benchmarks.suite("markov")
+    assert markov.clock == "step"
+    grid = {(e.options["kernel"], e.options["epsilon"]) for e in markov.entries[:6]}
+    assert grid == {(k, e) for k in ("se", "matern52") for e in (0.001, 0.01, 0.03)}
+    for entry in markov.entries[:6]:
+        assert entry.options["noise_variance"] == 0.01 and entry.options["horizon"] == 200
+    # The run's seed selects the function realization.
+    first, second = markov.entries[0].build(seed=1), markov.entries[0].build(seed=2)
+    assert isinstance(first, MarkovChainGP) and (first.seed, second.seed) == (1, 2)
+
+    rkhs = benchmarks.suite("rkhs")
+    assert rkhs.clock == "step" and rkhs.entries[0].build().horizon == 500
+
+    quick = benchmarks.suite("quick")
+    assert len(quick.entries) == 3
+    assert (quick.clock, quick.seeds) == ("modeled", 2)
+    assert quick.policies == ("gp-ucb", "st-gp-ucb", "wdbo", "bolt")
+    built = {e.label: e.build(seed=0) for e in quick.entries}
+    assert built["eggholder"].dim == 1 and built["hartmann3"].dim == 2
+    assert all(b.horizon == 60.0 and b.dim <= 2 for b in built.values())
+
+
+def test_suites_are_frozen_and_validated():
+    assert benchmarks.suites() == ["bolt", "wdbo", "markov", "rkhs", "quick"]
+    suite = benchmarks.suite("quick")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        suite.seeds = 3
+    # Each call builds a fresh suite, so editing one cannot leak into the next.
+    suite.entries[0].options["horizon"] = 1.0
+    assert benchmarks.suite("quick").entries[0].options["horizon"] == 60.0
+    with pytest.raises(ValueError, match="clock"):
+        Suite("x", (SuiteEntry("ackley", {}, "a"),), "wall", 1, ("gp-ucb",), "")
+    with pytest.raises(ValueError, match="unique"):
+        Suite("x", (SuiteEntry("ackley", {}, "a"),) * 2, "step", 1, ("gp-ucb",), "")
+    with pytest.raises(ValueError, match="'missing'"):
+        suite.entry("missing")
