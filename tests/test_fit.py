@@ -87,3 +87,49 @@ def test_fit_needs_data_and_valid_settings():
         HyperparameterBounds(noise=(1.0, 0.1))
     with pytest.raises(ValueError, match="unknown hyperparameter"):
         HyperparameterBounds(fixed=frozenset({"nois"}))
+
+
+def test_map_objective_adds_the_log_prior_and_its_gradient():
+    z, y = make_data(30, d=2)
+    gp = SpatioTemporalGP(KernelSpec(dim=2), Hyperparameters(1.0, (0.3,), 5.0, 0.05))
+    gp.set_data(z, y)
+    priors = {"lengthscale_time": (np.log(20.0), 1.5), "noise": (-4.0, 1.0)}
+    ml = NegativeLogMarginalLikelihood(gp)
+    post = NegativeLogMarginalLikelihood(gp, priors=priors)
+    theta = ml.pack(gp.hyperparameters) + 0.1
+    value_ml, _ = ml(theta)
+    value, grad = post(theta)
+    expected = value_ml
+    for i, (mean, scale) in [(2, priors["lengthscale_time"]), (3, priors["noise"])]:
+        expected += 0.5 * ((theta[i] - mean) / scale) ** 2
+    assert value == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(grad, central_difference(post, theta), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="prior scale"):
+        NegativeLogMarginalLikelihood(gp, priors={"noise": (0.0, 0.0)})
+    with pytest.raises(ValueError, match="unknown hyperparameter"):
+        NegativeLogMarginalLikelihood(gp, priors={"nosie": (0.0, 1.0)})
+
+
+def test_priors_keep_wdbo_from_forgetting_everything_on_a_noisy_start():
+    # 15 noisy warm-up points over 1.5 s of a 60 s problem: maximum likelihood then
+    # swings l_T between 1e-2 s and 1e5 s, and W-DBO, trusting a short l_T, removes all
+    # but 2 observations; under the default weak priors (time in units of the horizon)
+    # l_T settles near the function's time scale and W-DBO keeps a working dataset.
+    from dynbo.harness import Protocol, RunSpec, execute
+
+    sizes = {}
+    for hyperpriors in (False, True):
+        spec = RunSpec(
+            benchmark="hartmann3",
+            policy="wdbo",
+            seed=0,
+            protocol=Protocol(clock="modeled", response_time=(0.5, 0.0, 0.0, 1e-6)),
+            benchmark_options={"dim": 2, "horizon": 60.0, "cost": 0.5},
+            policy_options={"hyperpriors": hyperpriors, "raw_samples": 64, "restarts": 3},
+        )
+        result = execute(spec)
+        assert result.status == "done", result.error
+        loop = [r for r in result.iterations if not r["warmup"]]
+        sizes[hyperpriors] = np.mean([r["dataset_size"] for r in loop[len(loop) // 2 :]])
+    assert sizes[False] < 4
+    assert sizes[True] > 10

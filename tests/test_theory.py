@@ -27,6 +27,9 @@ def test_utility_definition():
 def test_constant_response_time_hits_the_cap_and_fallback_is_used():
     assert max_dataset_size(lambda n: 0.1, "se", 60.0, n_max=500) == 500
     # an ascent that cannot finish within max_steps falls back to brute force
-    assert max_dataset_size(bolt_example, "matern32", 60.0, initial=2000, n_max=2000, max_steps=3) == 106
+    assert (
+        max_dataset_size(bolt_example, "matern32", 60.0, initial=2000, n_max=2000, max_steps=3)
+        == 106
+    )
     with pytest.raises(ValueError, match="lengthscale_time"):
         max_dataset_size(bolt_example, "se", 0.0)

@@ -202,13 +202,15 @@ def _make_benchmark(spec: RunSpec) -> Benchmark:
     return get(spec.benchmark, **benchmark_options(spec))
 
 
-def _make_policy(spec: RunSpec, bench: Benchmark) -> Any:
+def _make_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     from dynbo.policies import make
 
     options = dict(spec.policy_options)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)
     options.setdefault("temporal_kernel", bench.temporal_kernel)
+    # the horizon is the problem's unit of time (W-DBO normalizes time by it, App. G.1)
+    options.setdefault("time_scale", float(horizon))
     return make(spec.policy, bounds=bench.bounds, seed=int(spec.seed), **options)
 
 
@@ -285,7 +287,7 @@ def execute(
         cost = float(bench.cost if protocol.cost is None else protocol.cost)
         design_rng = np.random.default_rng([int(spec.seed), 0])
         noise_rng = np.random.default_rng([int(spec.seed), 1])
-        policy = _make_policy(spec, bench)
+        policy = _make_policy(spec, bench, horizon)
         for i, (x, t) in enumerate(_warmup_design(bench, protocol, horizon, design_rng)):
             y = bench.observe(x, t, noise_rng)
             policy.observe(x, t, y)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +51,7 @@ class FitResult:
 
 
 class NegativeLogMarginalLikelihood:
-    """``theta -> (-log p(y_std | theta), gradient)`` over the free log-hyperparameters.
+    """``theta -> (-log p(y_std | theta) - log p(theta), gradient)`` (free log-hyperparameters).
 
     ``theta`` stacks, in this order and skipping the fixed ones: ``log lambda``,
     ``log l_S`` (one or ``d`` values), ``log l_T`` (if the kernel models time),
@@ -60,10 +60,25 @@ class NegativeLogMarginalLikelihood:
     Args:
         gp: the GP whose data (inputs, standardized targets, noise scales) is used.
         fixed: names of hyperparameters held at ``gp.hyperparameters``.
+        priors: optional Gaussian priors on log-hyperparameters, ``name -> (mean,
+            standard deviation)`` of ``log value`` (a log-normal prior on the value); the
+            objective is then the negative log posterior (MAP). Without priors it is the
+            exact negative log marginal likelihood.
     """
 
-    def __init__(self, gp: SpatioTemporalGP, fixed: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        gp: SpatioTemporalGP,
+        fixed: Sequence[str] = (),
+        priors: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
         self.gp = gp
+        self.priors = dict(priors or {})
+        for name, (_, scale) in self.priors.items():
+            if name not in _NAMES:
+                raise ValueError(f"unknown hyperparameter {name!r} in priors")
+            if not (math.isfinite(scale) and scale > 0):
+                raise ValueError(f"prior scale of {name} must be positive, got {scale!r}")
         self.kernel = gp.kernel
         self.fixed = frozenset(fixed)
         self.base = gp.hyperparameters
@@ -214,7 +229,17 @@ class NegativeLogMarginalLikelihood:
                     )
                 else:
                     grads.append(0.5 * h.outputscale * float((factor_t * dcorr_s).sum()))
-        return value, np.asarray(grads, dtype=float)
+        gradient = np.asarray(grads, dtype=float)
+        if self.priors:
+            i = 0
+            for name, k in self._slots():
+                if name in self.priors:
+                    mean, scale = self.priors[name]
+                    z = (theta[i : i + k] - mean) / scale
+                    value += float(0.5 * np.sum(z * z))
+                    gradient[i : i + k] += z / scale
+                i += k
+        return value, gradient
 
 
 def fit_hyperparameters(
@@ -223,6 +248,7 @@ def fit_hyperparameters(
     bounds: HyperparameterBounds | None = None,
     max_iterations: int = 50,
     initial: Sequence[Hyperparameters] = (),
+    priors: Mapping[str, tuple[float, float]] | None = None,
 ) -> FitResult:
     """Fit the GP's hyperparameters by maximum exact marginal likelihood, in place.
 
@@ -235,6 +261,8 @@ def fit_hyperparameters(
         bounds: box bounds and fixed names (defaults: :class:`HyperparameterBounds`).
         max_iterations: cap on L-BFGS-B iterations per start.
         initial: additional starting points.
+        priors: Gaussian priors on log-hyperparameters (see
+            :class:`NegativeLogMarginalLikelihood`); ``None`` fits by maximum likelihood.
 
     Returns:
         A :class:`FitResult`. A :class:`~dynbo.models.linalg.CholeskyJitterWarning`
@@ -247,7 +275,7 @@ def fit_hyperparameters(
     if gp.n == 0:
         raise ValueError("cannot fit hyperparameters without observations")
     gp.restandardize()
-    objective = NegativeLogMarginalLikelihood(gp, bounds.fixed)
+    objective = NegativeLogMarginalLikelihood(gp, bounds.fixed, priors)
     starts = [bounds.clip(gp.hyperparameters.for_kernel(gp.kernel))]
     starts += [bounds.clip(h.for_kernel(gp.kernel)) for h in initial]
     best: tuple[float, np.ndarray, int, str] | None = None

@@ -191,6 +191,16 @@ class Policy(ABC):
             ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``.
         initial_hyperparameters: overrides of the starting values (``outputscale``,
             ``lengthscale_space``, ``lengthscale_time``, ``noise``).
+        hyperpriors: fit by maximum a posteriori under BoTorch's default weak priors
+            (log-normal lengthscales of normalized inputs, median
+            ``exp(sqrt(2) + ln(D) / 2)``, log-scale ``sqrt(3)``; log-normal noise variance,
+            median ``exp(-4)``) instead of pure maximum likelihood. On by default: with few
+            observations spread over a short time, maximum likelihood often explains
+            noise with a temporal lengthscale shorter than the sampling interval, after
+            which every old observation looks stale (see ``docs/design.md``).
+        time_scale: the time unit the temporal lengthscale's prior is expressed in (like
+            W-DBO's normalization of time); default: the time span of the data at the
+            first fit.
         standardize: standardize targets (default True).
         dtype: ``"float64"`` (default) or ``"float32"``.
         device: torch device of the model (``"cpu"``, ``"cuda"``, ...).
@@ -231,6 +241,8 @@ class Policy(ABC):
         fit_iterations: int = 50,
         hyperparameter_bounds: Mapping[str, Any] | None = None,
         initial_hyperparameters: Mapping[str, Any] | None = None,
+        hyperpriors: bool = True,
+        time_scale: float | None = None,
         standardize: bool = True,
         dtype: str = "float64",
         device: str | None = None,
@@ -253,6 +265,12 @@ class Policy(ABC):
             max_iterations=_positive_int("acquisition_iterations", acquisition_iterations),
         )
         self.fit_iterations = _positive_int("fit_iterations", fit_iterations)
+        self.hyperpriors = bool(hyperpriors)
+        if time_scale is not None:
+            time_scale = _check_finite_number("time_scale", time_scale)
+            if time_scale <= 0:
+                raise ValueError(f"time_scale must be positive, got {time_scale}")
+        self._time_scale: float | None = time_scale
         self.learn_hyperparameters = bool(learn_hyperparameters)
         self.standardize = bool(standardize)
         self.kernel = KernelSpec(
@@ -279,6 +297,9 @@ class Policy(ABC):
             self._candidates_unit = self._to_unit(torch.as_tensor(cand, dtype=self.dtype))
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
+        self._x = torch.empty((0, self.dim), dtype=self.dtype)
+        self._t = torch.empty((0,), dtype=self.dtype)
+        self._y = torch.empty((0,), dtype=self.dtype)
         self._gp = SpatioTemporalGP(
             self.kernel,
             self._initial_hyperparameters(None),
@@ -286,9 +307,6 @@ class Policy(ABC):
             dtype=self.dtype,
             device=self.device,
         )
-        self._x = torch.empty((0, self.dim), dtype=self.dtype)
-        self._t = torch.empty((0,), dtype=self.dtype)
-        self._y = torch.empty((0,), dtype=self.dtype)
         self._iteration = 0
         self._fitted = False
         self._last_suggest_time: float | None = None
@@ -468,44 +486,53 @@ class Policy(ABC):
         self._gp.set_data(inputs, self._y.to(self.device))
 
     def _fit(self, t: float) -> FitResult:
-        """Refit by maximum marginal likelihood, warm-started from the previous values.
+        """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.
 
-        A warm start can stay trapped in a degenerate optimum (a lengthscale or the
-        scale pinned at a bound, e.g. ``l_T`` at its maximum after a warm-up that spans
-        a few seconds). On the first fit, and whenever the warm-started optimum sits on
-        such a bound, the fit also starts from fresh data-driven values and keeps the
-        better optimum.
+        Two starts every time: the previous values (the warm start, cheap when little
+        changed) and fresh values (the priors' medians); the better optimum is kept. A
+        warm start alone stays in whichever basin it found first, and online fits on
+        little data have several (a static model with a long ``l_T`` and a drifting one
+        with a short ``l_T``); comparing both every iteration makes the choice depend on
+        the data, not on the path.
         """
         fresh = self._initial_hyperparameters(self._t)
         if not self._fitted:
+            self._time_scale = self.time_scale
+            fresh = self._initial_hyperparameters(self._t)
             self._gp.set_hyperparameters(fresh)
         result = fit_hyperparameters(
-            self._gp, bounds=self.hyperparameter_bounds, max_iterations=self.fit_iterations
+            self._gp,
+            bounds=self.hyperparameter_bounds,
+            max_iterations=self.fit_iterations,
+            initial=[fresh],
+            priors=self.priors(),
         )
-        if not self._fitted or self._on_bound(result.hyperparameters):
-            alternative = fit_hyperparameters(
-                self._gp,
-                bounds=self.hyperparameter_bounds,
-                max_iterations=self.fit_iterations,
-                initial=[fresh],
-            )
-            result = alternative
         self._fitted = True
         return result
 
-    def _on_bound(self, h: Hyperparameters) -> bool:
-        b = self.hyperparameter_bounds
-        checks = [("outputscale", h.outputscale)]
-        checks += [("lengthscale_space", v) for v in h.lengthscale_space]
-        if h.lengthscale_time is not None:
-            checks.append(("lengthscale_time", h.lengthscale_time))
-        for name, value in checks:
-            if name in b.fixed:
-                continue
-            low, high = getattr(b, name)
-            if value <= low * (1 + 1e-6) or value >= high * (1 - 1e-6):
-                return True
-        return False
+    def priors(self) -> dict[str, tuple[float, float]] | None:
+        """Gaussian priors on the log-hyperparameters used by the fit (``None``: pure ML).
+
+        BoTorch's defaults (Hvarfner et al. 2024, ``get_covar_module_with_dim_scaled_prior``
+        and ``get_gaussian_likelihood_with_lognormal_prior``): ``log l ~ N(sqrt(2) +
+        ln(D) / 2, 3)`` for each lengthscale of inputs normalized to unit scale (``D`` the
+        number of inputs; time is divided by :attr:`time_scale`), ``log sigma^2 ~ N(-4, 1)``.
+        """
+        if not self.hyperpriors:
+            return None
+        loc = math.sqrt(2.0) + 0.5 * math.log(self.kernel.input_dim)
+        priors = {"lengthscale_space": (loc, math.sqrt(3.0)), "noise": (-4.0, 1.0)}
+        if self.kernel.uses_time:
+            priors["lengthscale_time"] = (loc + math.log(self.time_scale), math.sqrt(3.0))
+        return priors
+
+    @property
+    def time_scale(self) -> float:
+        """Unit of time of the temporal prior (fixed at the first fit unless given)."""
+        if self._time_scale is None:
+            span = float(self._t.max() - self._t.min()) if self.dataset_size > 1 else 0.0
+            return span if span > 0 else 1.0
+        return self._time_scale
 
     def _initial_hyperparameters(self, times: torch.Tensor | None) -> Hyperparameters:
         values: dict[str, Any] = {
@@ -515,9 +542,9 @@ class Policy(ABC):
             "noise": 1e-2,
         }
         if self.kernel.uses_time:
-            span = float(times.max() - times.min()) if times is not None and len(times) > 1 else 0.0
-            # half the span of the data: time correlation is identifiable at that scale
-            values["lengthscale_time"] = 0.5 * span if span > 0 else 1.0
+            # the time unit of the problem (the data's span unless given): a start well
+            # inside the smooth basin, from which the fit can shorten l_T if data demand
+            values["lengthscale_time"] = self.time_scale
         values.update(self._initial_overrides)
         return self.hyperparameter_bounds.clip(Hyperparameters(**values).for_kernel(self.kernel))
 
@@ -629,6 +656,7 @@ class Policy(ABC):
             "config": self.config,
             "iteration": self._iteration,
             "fitted": self._fitted,
+            "time_scale": self._time_scale,
             "last_suggest_time": self._last_suggest_time,
             "last_observe_time": self._last_observe_time,
             "data": {"x": self._x.clone(), "t": self._t.clone(), "y": self._y.clone()},
@@ -651,6 +679,7 @@ class Policy(ABC):
         self._gp.load_state_dict(state["gp"])
         self._iteration = int(state["iteration"])
         self._fitted = bool(state["fitted"])
+        self._time_scale = state["time_scale"]
         self._last_suggest_time = state["last_suggest_time"]
         self._last_observe_time = state["last_observe_time"]
         self._generator.set_state(state["generator"])
