@@ -133,3 +133,18 @@ def test_priors_keep_wdbo_from_forgetting_everything_on_a_noisy_start():
         sizes[hyperpriors] = np.mean([r["dataset_size"] for r in loop[len(loop) // 2 :]])
     assert sizes[False] < 4
     assert sizes[True] > 10
+
+
+def test_fixed_hyperparameters_keep_every_digit():
+    z, y = make_data(20)
+    gp = SpatioTemporalGP(KernelSpec(dim=2), Hyperparameters(0.3, (0.1,), 7.1, 0.0123456789))
+    gp.set_data(z, y)
+    torch.set_default_dtype(torch.float32)
+    try:
+        result = fit_hyperparameters(
+            gp, bounds=HyperparameterBounds(fixed=frozenset({"noise", "outputscale"}))
+        )
+    finally:
+        torch.set_default_dtype(torch.float64)
+    assert result.hyperparameters.noise == 0.0123456789
+    assert result.hyperparameters.outputscale == 0.3

@@ -9,11 +9,13 @@ L-BFGS-B run optimizes every start at once with a single autograd pass per step)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
+import scipy.stats
 import torch
 
 __all__ = ["BoxSearch", "maximize_on_box", "maximize_on_candidates"]
@@ -66,8 +68,11 @@ def maximize_on_box(
         ``(x, value)``: the best point ``(dim,)`` found and its acquisition value.
     """
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
-    sobol = torch.quasirandom.SobolEngine(dim, scramble=True, seed=seed)
-    raw = sobol.draw(search.raw_samples, dtype=torch.float64).to(dtype=dtype, device=device)
+    # SciPy's Sobol sequence: torch's scrambled draw depends on the global default dtype,
+    # which would make runs depend on unrelated code; this one is float64 whatever it is.
+    sobol = scipy.stats.qmc.Sobol(dim, scramble=True, seed=seed)
+    points = sobol.random_base2(max(0, math.ceil(math.log2(search.raw_samples))))
+    raw = torch.as_tensor(points[: search.raw_samples], dtype=dtype, device=device)
     if extra_starts is not None and extra_starts.numel():
         raw = torch.cat([raw, extra_starts.to(dtype=dtype, device=device).reshape(-1, dim)])
     with torch.no_grad():

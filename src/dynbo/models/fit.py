@@ -125,23 +125,20 @@ class NegativeLogMarginalLikelihood:
         return np.asarray(out, dtype=float)
 
     def unpack(self, theta: np.ndarray) -> Hyperparameters:
-        """Hyperparameters with the free entries taken from ``theta``."""
-        values = self._split(torch.as_tensor(np.asarray(theta, dtype=float)))
+        """Hyperparameters with the free entries taken from ``theta`` (others from the GP)."""
+        theta = np.asarray(theta, dtype=float)
+        values: dict[str, object] = {}
+        i = 0
+        for name, k in self._slots():
+            chunk = np.exp(theta[i : i + k])
+            values[name] = tuple(chunk.tolist()) if name == "lengthscale_space" else float(chunk[0])
+            i += k
         b = self.base
         return Hyperparameters(
-            outputscale=float(values.get("outputscale", torch.tensor(b.outputscale))),
-            lengthscale_space=tuple(
-                float(v)
-                for v in values.get("lengthscale_space", torch.tensor(b.lengthscale_space)).reshape(
-                    -1
-                )
-            ),
-            lengthscale_time=(
-                float(values["lengthscale_time"])
-                if "lengthscale_time" in values
-                else b.lengthscale_time
-            ),
-            noise=float(values.get("noise", torch.tensor(b.noise))),
+            outputscale=values.get("outputscale", b.outputscale),  # type: ignore[arg-type]
+            lengthscale_space=values.get("lengthscale_space", b.lengthscale_space),  # type: ignore[arg-type]
+            lengthscale_time=values.get("lengthscale_time", b.lengthscale_time),  # type: ignore[arg-type]
+            noise=values.get("noise", b.noise),  # type: ignore[arg-type]
         ).for_kernel(self.kernel)
 
     def bounds(self, bounds: HyperparameterBounds) -> list[tuple[float, float]]:
@@ -151,14 +148,6 @@ class NegativeLogMarginalLikelihood:
             low, high = getattr(bounds, name)
             out.extend([(math.log(low), math.log(high))] * k)
         return out
-
-    def _split(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-        values: dict[str, torch.Tensor] = {}
-        i = 0
-        for name, k in self._slots():
-            values[name] = theta[i : i + k].exp() if k > 1 else theta[i].exp()
-            i += k
-        return values
 
     # -------------------------------------------------------------- objective
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:

@@ -1,0 +1,247 @@
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dynbo.cli import main
+from dynbo.harness import Store, build_campaign, load_campaign, run_campaign
+
+CONFIG = """
+name = "tiny"
+benchmarks = [
+  {name = "eggholder", options = {dim = 1, horizon = 12.0, cost = 0.5}},
+  {name = "hartmann3", options = {dim = 2, horizon = 12.0, cost = 0.5}, label = "h3"},
+]
+policies = [
+  {name = "gp-ucb", options = {raw_samples = 32, restarts = 2}},
+  {name = "wdbo", options = {raw_samples = 32, restarts = 2}},
+]
+seeds = 2
+
+[protocol]
+clock = "modeled"
+response_time = [0.5, 0.0, 0.0, 1e-6]
+warmup = 5
+"""
+
+
+@pytest.fixture
+def config_path(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+def table(path):
+    with Store(path) as store:
+        return store.iteration_rows(), sorted(
+            (r["run_id"], r["status"], r["summary"]["average_regret"]) for r in store.runs()
+        )
+
+
+def test_campaign_config_expands_and_validates(config_path):
+    campaign = load_campaign(config_path)
+    assert len(campaign) == 8
+    assert {s.display_benchmark for s in campaign.specs} == {"eggholder", "h3"}
+    assert len({s.run_id for s in campaign.specs}) == 8
+    quick = build_campaign({"suites": ["quick"]})
+    assert len(quick) == 3 * 4 * 2 and quick.specs[0].protocol.clock == "modeled"
+    for bad, message in [
+        ({"benchmarks": ["nope"], "policies": ["gp-ucb"]}, "unknown benchmark"),
+        ({"benchmarks": ["eggholder"], "policies": ["nope"]}, "unknown policy"),
+        ({"benchmarks": ["eggholder"], "policies": ["gp-ucb"], "seeds": 0}, "seeds"),
+        (
+            {"benchmarks": ["eggholder"], "policies": ["gp-ucb"], "speed": 1},
+            "unknown campaign keys",
+        ),
+        (
+            {"benchmarks": ["eggholder"], "policies": ["gp-ucb"], "protocol": {"clock": "x"}},
+            "clock",
+        ),
+        ({"suites": ["nope"]}, "unknown suite"),
+        ({"policies": ["gp-ucb"]}, "no benchmarks"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            build_campaign(bad)
+
+
+def test_modeled_campaign_twice_gives_byte_identical_tables(config_path, tmp_path):
+    campaign = load_campaign(config_path)
+    for name in ("a.sqlite", "b.sqlite"):
+        with Store(tmp_path / name) as store:
+            outcome = run_campaign(campaign, store, progress=False)
+            assert outcome.done == 8 and outcome.failed == 0
+    rows_a, runs_a = table(tmp_path / "a.sqlite")
+    rows_b, runs_b = table(tmp_path / "b.sqlite")
+    assert rows_a == rows_b and runs_a == runs_b
+    assert repr(rows_a).encode() == repr(rows_b).encode()
+    # a second call skips everything
+    with Store(tmp_path / "a.sqlite") as store:
+        again = run_campaign(campaign, store, progress=False)
+    assert again.skipped == 8 and again.done == 0
+
+
+def test_process_pool_and_dask_give_the_same_results(config_path, tmp_path):
+    from distributed import Client, LocalCluster
+
+    campaign = load_campaign(config_path)
+    with Store(tmp_path / "pool.sqlite") as store:
+        run_campaign(campaign, store, workers=2, progress=False)
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        with Client(cluster) as client, Store(tmp_path / "dask.sqlite") as store:
+            outcome = run_campaign(campaign, store, scheduler=client, progress=False)
+    assert outcome.done == 8
+    assert table(tmp_path / "pool.sqlite") == table(tmp_path / "dask.sqlite")
+
+
+def _stored_runs(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(path, timeout=1)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_sigkill_at_several_points_then_resume_equals_an_uninterrupted_campaign(
+    config_path, tmp_path
+):
+    reference = tmp_path / "reference.sqlite"
+    with Store(reference) as store:
+        run_campaign(load_campaign(config_path), store, progress=False)
+    store_path = tmp_path / "killed.sqlite"
+    command = [
+        sys.executable,
+        "-m",
+        "dynbo.cli",
+        "bench",
+        str(config_path),
+        "--store",
+        str(store_path),
+        "--no-progress",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    kills = 0
+    for target, workers, extra_delay in [(0, "1", 1.5), (2, "2", 0.3), (5, "1", 0.0)]:
+        proc = subprocess.Popen(
+            command + ["--workers", workers],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while (
+            _stored_runs(store_path) < target
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        time.sleep(extra_delay)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        assert _stored_runs(store_path) <= 8
+    assert kills >= 2
+    assert 0 < _stored_runs(store_path) < 8 or kills == 3
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert table(store_path) == table(reference)
+    with Store(store_path) as store:
+        assert len(store.completed_run_ids()) == 8
+        ids = [r[0] for r in store.iteration_rows()]
+        assert len(ids) == len(table(reference)[0])
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["run", "--benchmark", "nope", "--policy", "gp-ucb"], "unknown benchmark 'nope'"),
+        (["run", "--benchmark", "eggholder", "--policy", "nope"], "unknown policy 'nope'"),
+        (
+            ["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--horizon", "-5"],
+            "positive number",
+        ),
+        (
+            [
+                "run",
+                "--benchmark",
+                "eggholder",
+                "--policy",
+                "gp-ucb",
+                "--benchmark-option",
+                "dimm=2",
+            ],
+            "no option",
+        ),
+        (["bench", "missing.toml"], "cannot read campaign config"),
+        (["bench"], "config file or --suite"),
+        (["bench", "--suite", "nope"], "unknown suite"),
+        (["export", "--store", "missing.sqlite", "--out", "x"], "no result store"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_cli_bad_arguments_exit_nonzero_with_one_clear_line(
+    args, message, capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(args, capsys)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("dynbo: error:") and message in lines[0]
+
+
+def test_cli_unreadable_config_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed")
+    code, _, err = run_cli(["bench", str(bad)], capsys)
+    assert code == 2 and "not valid TOML" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_run_list_and_export(tmp_path, capsys):
+    store = tmp_path / "s.sqlite"
+    code, out, _ = run_cli(
+        [
+            "run",
+            "--benchmark",
+            "eggholder",
+            "--policy",
+            "gp-ucb",
+            "--clock",
+            "modeled",
+            "--horizon",
+            "8",
+            "--benchmark-option",
+            "dim=1",
+            "--policy-option",
+            "raw_samples=16",
+            "--store",
+            str(store),
+            "--quiet",
+        ],
+        capsys,
+    )
+    assert code == 0 and '"average_regret"' in out
+    code, out, _ = run_cli(["list"], capsys)
+    assert code == 0 and "eggholder" in out and "wdbo" in out and "quick" in out
+    code, out, _ = run_cli(
+        ["export", "--store", str(store), "--out", str(tmp_path / "csv")], capsys
+    )
+    assert code == 0 and (tmp_path / "csv" / "iterations.csv").exists()
