@@ -245,3 +245,24 @@ def test_cli_run_list_and_export(tmp_path, capsys):
         ["export", "--store", str(store), "--out", str(tmp_path / "csv")], capsys
     )
     assert code == 0 and (tmp_path / "csv" / "iterations.csv").exists()
+
+
+def test_calibrate_fits_and_stores_a_model_that_campaigns_use(tmp_path, capsys, monkeypatch):
+    from dynbo.harness import load_calibration, make_protocol
+
+    path = tmp_path / "calibration.json"
+    code, out, _ = run_cli(
+        ["calibrate", "--policy", "st-gp-ucb", "--sizes", "10", "20", "40", "80", "--dim", "2",
+         "--repeats", "1", "--output", str(path)],
+        capsys,
+    )
+    assert code == 0 and path.exists()
+    model = load_calibration(path)
+    assert all(c >= 0 for c in model.coefficients) and model(80) > 0
+    monkeypatch.setenv("DYNBO_CALIBRATION", str(path))
+    protocol = make_protocol({"clock": "modeled", "response_time": "calibrated"})
+    assert protocol.response_time == model.coefficients
+    monkeypatch.setenv("DYNBO_CALIBRATION", str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="no calibration file"):
+        make_protocol({"clock": "modeled", "response_time": "calibrated"})
+    assert make_protocol({"clock": "modeled"}).response_time == (0.05, 0.0, 0.0, 2e-7)

@@ -175,49 +175,58 @@ class NegativeLogMarginalLikelihood:
         ls = torch.tensor(h.lengthscale_space, dtype=dtype, device=device)
         if self.kernel.ard:
             scaled = self._sq / (ls * ls)
-            r = scaled.sum(-1).clamp_min(1e-30).sqrt()
+            r = scaled.sum(-1).clamp_min_(1e-30).sqrt_()
         else:
-            r = (self._sq / (ls[0] * ls[0])).clamp_min(1e-30).sqrt()
+            r = (self._sq / (ls[0] * ls[0])).clamp_min_(1e-30).sqrt_()
         corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
         if self._dt is not None:
             assert self.kernel.temporal is not None and h.lengthscale_time is not None
             corr_t, dcorr_t = correlation_and_scale_derivative(
                 self.kernel.temporal, self._dt / h.lengthscale_time
             )
+            signal = corr_s * corr_t
         else:
             corr_t = dcorr_t = None
-        signal = h.outputscale * (corr_s if corr_t is None else corr_s * corr_t)
+            signal = corr_s.clone()
+        signal.mul_(h.outputscale)
         noise = h.noise * self._noise_scale
-        delta = signal + torch.diag(noise)
+        delta = signal.clone()
+        delta.diagonal().add_(noise)
         factor, info = torch.linalg.cholesky_ex(delta)
         if int(info) != 0:
             factor, jitter = robust_cholesky(delta, warn=False)
             self.max_jitter = max(self.max_jitter, jitter)
+        del delta
         alpha = torch.cholesky_solve(y.reshape(-1, 1), factor).reshape(-1)
         value = 0.5 * float(y.dot(alpha)) + float(torch.log(factor.diagonal()).sum())
         value += 0.5 * n * math.log(2 * math.pi)
-        # W = Delta^{-1} - alpha alpha^T; every derivative is (1/2) <W, dDelta>.
+        # W = Delta^{-1} - alpha alpha^T; every derivative is (1/2) <W, dDelta>, taken as a
+        # dot product of flattened matrices (no product matrix is formed).
         w = torch.cholesky_inverse(factor)
-        w.sub_(torch.outer(alpha, alpha))
+        del factor
+        w.addr_(alpha, alpha, alpha=-1.0)
+
+        def inner(a: torch.Tensor, b: torch.Tensor) -> float:
+            return float(torch.dot(a.reshape(-1), b.reshape(-1)))
+
+        lam = h.outputscale
         grads: list[float] = []
         for name, _ in self._slots():
             if name == "outputscale":
-                grads.append(0.5 * float((w * signal).sum()))
+                grads.append(0.5 * inner(w, signal))
             elif name == "noise":
                 grads.append(0.5 * float((w.diagonal() * noise).sum()))
             elif name == "lengthscale_time":
-                assert corr_t is not None and dcorr_t is not None
-                grads.append(0.5 * h.outputscale * float((w * corr_s * dcorr_t).sum()))
+                assert dcorr_t is not None
+                grads.append(0.5 * lam * inner(w * corr_s, dcorr_t))
+            elif self.kernel.ard:
+                # d r / d log l_j = -(diff_j / l_j)^2 / r, and -r k'(r) is what we have
+                chain = w * dcorr_s if corr_t is None else (w * corr_t).mul_(dcorr_s)
+                chain.div_(r).div_(r)
+                grads.extend((0.5 * lam * torch.einsum("ij,ijk->k", chain, scaled)).tolist())
             else:
-                factor_t = w if corr_t is None else w * corr_t
-                if self.kernel.ard:
-                    # d r / d log l_j = -(diff_j / l_j)^2 / r, and -r k'(r) is what we have
-                    chain = factor_t * dcorr_s / (r * r)
-                    grads.extend(
-                        (0.5 * h.outputscale * (chain[..., None] * scaled).sum((0, 1))).tolist()
-                    )
-                else:
-                    grads.append(0.5 * h.outputscale * float((factor_t * dcorr_s).sum()))
+                weights = w if corr_t is None else w * corr_t
+                grads.append(0.5 * lam * inner(weights, dcorr_s))
         gradient = np.asarray(grads, dtype=float)
         if self.priors:
             i = 0
