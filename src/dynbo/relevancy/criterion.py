@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
+from scipy.linalg.blas import dger as _dger
 
 from dynbo.kernels import FamilyLike
 from dynbo.models.kernel import Hyperparameters, KernelSpec
@@ -129,6 +131,9 @@ def _terms(
 
 _BLOCK_ROWS = 64
 
+#: largest storage (n at the last compaction) for which CPU removals run in NumPy.
+_HOST_MAX_STORAGE = 512
+
 
 def _column_dots(a: torch.Tensor, b: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:
     """``sum_i a_ij b_ij`` for every column ``j``, by blocks of rows.
@@ -218,10 +223,14 @@ class WassersteinRelevancy:
         self._c_alpha = convolutions @ alpha
         self._lam2 = float(outputscale) ** 2
         self._live = list(range(n))  # storage positions of the current observations
-        self._live_index = torch.arange(n, device=precision.device)
+        self._live_tensor: torch.Tensor | None = None
+        self._live_array: np.ndarray | None = None
         self._origin = torch.arange(n, device=precision.device)  # storage -> initial index
         self._buffer: torch.Tensor | None = None
         self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._relevancy_cache: torch.Tensor | None = None
+        self._host_views: tuple[np.ndarray, ...] | None = None
+        self._host: bool | None = None
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -344,7 +353,55 @@ class WassersteinRelevancy:
         return self._sub(self._Q)
 
     # ------------------------------------------------------------------ criterion
+    @property
+    def _live_index(self) -> torch.Tensor:
+        """Storage positions of the current observations, as a tensor (built on demand)."""
+        if self._live_tensor is None:
+            self._live_tensor = torch.tensor(self._live, dtype=torch.long, device=self._P.device)
+        return self._live_tensor
+
+    def _views(self) -> tuple[np.ndarray, ...]:
+        """NumPy views of ``P, Q, alpha, C alpha`` (CPU storage, no copy)."""
+        if self._host_views is None:
+            self._host_views = tuple(
+                m.numpy() for m in (self._P, self._Q, self._alpha, self._c_alpha)
+            )
+        return self._host_views
+
+    def _on_host(self) -> bool:
+        if self._host is None:
+            self._host = self._decide_host()
+        return self._host
+
+    def _decide_host(self) -> bool:
+        # Small CPU problems run the per-removal algebra in NumPy on views of the same
+        # storage: each torch call costs a few microseconds of dispatch, and a removal
+        # plus its criteria take about 35 of them, more than the O(n^2) arithmetic at
+        # n of a few hundred (measured at n = 100: 10 removals cost 1.6x one fresh
+        # computation of all criteria through torch, 0.9x through NumPy).
+        return self._P.device.type == "cpu" and self._P.shape[0] <= _HOST_MAX_STORAGE
+
     def _current_terms(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._cache is None and self._on_host():
+            P, Q, alpha, c_alpha = self._views()
+            if self._live_array is None:
+                self._live_array = np.asarray(self._live, dtype=np.intp)
+            live = self._live_array
+            pii = P.diagonal()[live]
+            a = alpha[live]
+            # (P C P)_ii = sum_j P_ji Q_ji over the whole storage (dead rows are zero);
+            # C is a Gram matrix, so rounding below 0 is clamped
+            pcp = np.maximum(np.einsum("ij,ij->j", P, Q)[live], 0.0)
+            squared = (a * a + pii) / (pii * pii) * pcp * self._lam2
+            normalizer = (float(alpha @ c_alpha) + float(np.trace(Q))) * self._lam2
+            relevancy = (
+                np.sqrt(squared / normalizer) if normalizer > 0.0 else np.zeros_like(squared)
+            )
+            self._cache = (
+                torch.from_numpy(squared),
+                torch.tensor(normalizer, dtype=self._P.dtype),
+            )
+            self._relevancy_cache = torch.from_numpy(relevancy)
         if self._cache is None:
             if self._buffer is None:
                 n = self._P.shape[0]
@@ -370,6 +427,8 @@ class WassersteinRelevancy:
     def relevancies(self) -> torch.Tensor:
         """``(n,)`` normalized criteria ``R_i = W_i / W_D`` (eq. 12), dimensionless."""
         squared, normalizer = self._current_terms()
+        if self._relevancy_cache is not None:
+            return self._relevancy_cache.clone()
         return _normalize(squared, normalizer)
 
     def least_relevant(self) -> tuple[int, float]:
@@ -394,25 +453,42 @@ class WassersteinRelevancy:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
             raise IndexError(f"observation index {index!r} out of range for {n} observations")
         o = self._live[index]
-        # Two host scalars (one device sync on a GPU): torch's in-place rank-one update
-        # takes its coefficient as a Python number.
-        pi = float(self._P[o, o])
-        coef = -float(self._alpha[o]) / pi
-        p = self._P[:, o].clone()
-        q = self._Q[:, o].clone()
         # Removed rows are zero in P and Q, so p and q vanish there and the updates
         # leave the dead storage untouched; row and column o are cleared afterwards.
-        self._P.addr_(p, p, alpha=-1.0 / pi)
-        self._Q.addr_(q, p, alpha=-1.0 / pi)
-        self._alpha.add_(p, alpha=coef)
-        self._c_alpha.add_(q, alpha=coef)
-        for m in (self._P, self._Q):
-            m[o].zero_()
-            m[:, o].zero_()
-        self._alpha[o] = 0.0
+        if self._on_host():
+            P, Q, alpha, c_alpha = self._views()
+            pi = float(P[o, o])
+            coef = -float(alpha[o]) / pi
+            p, q = P[:, o].copy(), Q[:, o].copy()
+            # in-place rank-one updates by BLAS dger on the column-major view (M^T):
+            # M^T <- M^T + a p x^T is M <- M + a x p^T, with no n^2 temporary
+            _dger(-1.0 / pi, p, p, a=P.T, overwrite_a=True)
+            _dger(-1.0 / pi, p, q, a=Q.T, overwrite_a=True)
+            alpha += coef * p
+            c_alpha += coef * q
+            P[o], P[:, o], Q[o], Q[:, o] = 0.0, 0.0, 0.0, 0.0
+            alpha[o] = 0.0
+        else:
+            # Two host scalars (one device sync on a GPU): torch's in-place rank-one
+            # update takes its coefficient as a Python number.
+            pi = float(self._P[o, o])
+            coef = -float(self._alpha[o]) / pi
+            p = self._P[:, o].clone()
+            q = self._Q[:, o].clone()
+            self._P.addr_(p, p, alpha=-1.0 / pi)
+            self._Q.addr_(q, p, alpha=-1.0 / pi)
+            self._alpha.add_(p, alpha=coef)
+            self._c_alpha.add_(q, alpha=coef)
+            for m in (self._P, self._Q):
+                m[o].zero_()
+                m[:, o].zero_()
+            self._alpha[o] = 0.0
         del self._live[index]
-        self._live_index = torch.cat([self._live_index[:index], self._live_index[index + 1 :]])
+        self._live_tensor = None
+        if self._live_array is not None:
+            self._live_array = np.delete(self._live_array, index)
         self._cache = None
+        self._relevancy_cache = None
         if 2 * len(self._live) < self._P.shape[0]:
             self._compact()
 
@@ -425,7 +501,10 @@ class WassersteinRelevancy:
         self._c_alpha = self._c_alpha.index_select(0, a)
         self._origin = self._origin.index_select(0, a)
         self._live = list(range(a.shape[0]))
-        self._live_index = torch.arange(a.shape[0], device=a.device)
+        self._live_tensor = None
+        self._live_array = None
+        self._host_views = None
+        self._host = None
         self._buffer = None
 
 
