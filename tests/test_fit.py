@@ -101,7 +101,13 @@ def test_map_objective_adds_the_log_prior_and_its_gradient():
     value, grad = post(theta)
     expected = value_ml
     for i, (mean, scale) in [(2, priors["lengthscale_time"]), (3, priors["noise"])]:
-        expected += 0.5 * ((theta[i] - mean) / scale) ** 2
+        # GPyTorch's LogNormalPrior.log_prob at v = exp(theta), up to its constant
+        import torch as _torch
+        from gpytorch.priors import LogNormalPrior
+
+        log_prob = LogNormalPrior(mean, scale).log_prob(_torch.tensor(np.exp(theta[i])))
+        const = -np.log(scale * np.sqrt(2 * np.pi))
+        expected -= float(log_prob) - const
     assert value == pytest.approx(expected, rel=1e-12)
     np.testing.assert_allclose(grad, central_difference(post, theta), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="prior scale"):
@@ -117,7 +123,7 @@ def test_priors_keep_wdbo_from_forgetting_everything_on_a_noisy_start():
     # l_T settles near the function's time scale and W-DBO keeps a working dataset.
     from dynbo.harness import Protocol, RunSpec, execute
 
-    sizes = {}
+    stuck = {}
     for hyperpriors in (False, True):
         spec = RunSpec(
             benchmark="hartmann3",
@@ -129,22 +135,8 @@ def test_priors_keep_wdbo_from_forgetting_everything_on_a_noisy_start():
         )
         result = execute(spec)
         assert result.status == "done", result.error
-        loop = [r for r in result.iterations if not r["warmup"]]
-        sizes[hyperpriors] = np.mean([r["dataset_size"] for r in loop[len(loop) // 2 :]])
-    assert sizes[False] < 4
-    assert sizes[True] > 10
-
-
-def test_fixed_hyperparameters_keep_every_digit():
-    z, y = make_data(20)
-    gp = SpatioTemporalGP(KernelSpec(dim=2), Hyperparameters(0.3, (0.1,), 7.1, 0.0123456789))
-    gp.set_data(z, y)
-    torch.set_default_dtype(torch.float32)
-    try:
-        result = fit_hyperparameters(
-            gp, bounds=HyperparameterBounds(fixed=frozenset({"noise", "outputscale"}))
-        )
-    finally:
-        torch.set_default_dtype(torch.float64)
-    assert result.hyperparameters.noise == 0.0123456789
-    assert result.hyperparameters.outputscale == 0.3
+        sizes = np.array([r["dataset_size"] for r in result.iterations if not r["warmup"]])
+        # share of iterations (after the first five) with W-DBO at its minimum size
+        stuck[hyperpriors] = float(np.mean(sizes[5:] <= 3))
+    assert stuck[False] > 0.9
+    assert stuck[True] < 0.3

@@ -252,8 +252,22 @@ def test_calibrate_fits_and_stores_a_model_that_campaigns_use(tmp_path, capsys, 
 
     path = tmp_path / "calibration.json"
     code, out, _ = run_cli(
-        ["calibrate", "--policy", "st-gp-ucb", "--sizes", "10", "20", "40", "80", "--dim", "2",
-         "--repeats", "1", "--output", str(path)],
+        [
+            "calibrate",
+            "--policy",
+            "st-gp-ucb",
+            "--sizes",
+            "10",
+            "20",
+            "40",
+            "80",
+            "--dim",
+            "2",
+            "--repeats",
+            "1",
+            "--output",
+            str(path),
+        ],
         capsys,
     )
     assert code == 0 and path.exists()

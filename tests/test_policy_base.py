@@ -93,7 +93,7 @@ BAD_OBSERVATIONS = [
     (([0.5, -0.1], 1.0, 0.0), r"x\[1\] = -0.1 lies outside"),
     (([0.5, 1.0], 0.1, 0.0), "time went backwards"),
     (("ab", 1.0, 0.0), "x must"),
-    (([0.5, 1.0], 1.0, "y"), "y must be a number"),
+    (([0.5, 1.0], 1.0, "y"), "y must be a real number"),
 ]
 
 
@@ -212,3 +212,118 @@ def test_policies_follow_dtype_and_device():
         p.observe([i / 5], float(i), float(i % 2))
     q = p.suggest(6.0)
     assert p.model.cholesky_factor.dtype == torch.float32 and 0 <= q.x[0] <= 1
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ((["a", "b"], 1.0, 0.0), "real numbers"),
+        (([True, False], 1.0, 0.0), "real numbers"),
+        (([0.5 + 0j, 1.0], 1.0, 0.0), "real numbers"),
+        (([0.5, 1.0], np.True_, 0.0), "t must be a real number"),
+        (([0.5, 1.0], 1.0, 2 + 1j), "y must be a real number"),
+        (([0.5, 1.0], 1.0, 1e200), "too large"),
+    ],
+)
+def test_non_real_inputs_are_refused(args, message):
+    p = warmed_policy()
+    before = p.state_dict()
+    with pytest.raises(ValueError, match=message):
+        p.observe(*args)
+    assert_states_equal(p.state_dict(), before)
+
+
+def test_one_clock_for_suggest_and_observe():
+    p = warmed_policy()  # observations up to t = 0.7
+    with pytest.raises(ValueError, match=r"suggest\(t=0.5\) after observe\(t=0.7"):
+        p.suggest(0.5)
+    q = p.suggest(10.0)
+    before = p.state_dict()
+    with pytest.raises(ValueError, match=r"observe\(t=5.5\) after suggest\(t=10.0\)"):
+        p.observe(q.x, 5.5, 0.0)
+    assert_states_equal(p.state_dict(), before)
+    p.observe(q.x, 10.0, 0.0)  # at the present time is fine
+
+
+@pytest.mark.parametrize("name", ["bolt", "wdbo", "st-gp-ucb"])
+def test_a_failing_iteration_leaves_the_policy_unchanged(name, monkeypatch):
+    from dynbo.models.linalg import NumericalError
+
+    p = warmed_policy(name)
+    t = 1.0
+    for _ in range(6):
+        q = p.suggest(t)
+        p.observe(q.x, t, moving_peak(q.x, t))
+        t += 1.0
+    before = p.state_dict()
+
+    def broken_fit(*args, **kwargs):
+        p.model.restandardize()  # some work happens, then the fit fails
+        raise NumericalError("simulated failure")
+
+    monkeypatch.setattr("dynbo.policies.base.fit_hyperparameters", broken_fit)
+    with pytest.raises(NumericalError):
+        p.suggest(t)
+    assert_states_equal(p.state_dict(), before)
+    monkeypatch.undo()
+    reference = Policy.from_state_dict(before)
+    np.testing.assert_array_equal(p.suggest(t).x, reference.suggest(t).x)
+
+
+def test_a_failing_observation_leaves_the_policy_unchanged(monkeypatch):
+    p = warmed_policy()
+    before = p.state_dict()
+    original = p.model.add
+
+    def broken_add(*args, **kwargs):
+        original(*args, **kwargs)
+        raise RuntimeError("simulated failure after the data changed")
+
+    monkeypatch.setattr(p.model, "add", broken_add)
+    with pytest.raises(RuntimeError, match="simulated"):
+        p.observe([0.5, 1.0], 5.0, 1.0)
+    monkeypatch.undo()
+    assert_states_equal(p.state_dict(), before)
+
+
+def test_load_state_dict_refuses_foreign_or_broken_states():
+    p = warmed_policy()
+    p.suggest(1.0)
+    state = p.state_dict()
+    other = make(
+        "gp-ucb", bounds=[[0.0, 0.0, 0.0], [1.0, 2.0, 1.0]], seed=3, raw_samples=64, restarts=3
+    )
+    with pytest.raises(ValueError, match="different configuration"):
+        other.load_state_dict(state)
+    target = warmed_policy()
+    before = target.state_dict()
+    broken = dict(state)
+    del broken["extra"]
+    with pytest.raises(ValueError, match="missing extra"):
+        target.load_state_dict(broken)
+    bad_shape = {**state, "gp": {**state["gp"], "alpha": state["gp"]["alpha"][:-1]}}
+    with pytest.raises(ValueError, match="gp.alpha has shape"):
+        target.load_state_dict(bad_shape)
+    with pytest.raises(ValueError, match="state is for policy"):
+        target.load_state_dict({**state, "policy": "wdbo"})
+    assert_states_equal(target.state_dict(), before)
+
+
+def test_settings_accept_numpy_integers_and_name_bad_values():
+    p = make(
+        "bolt",
+        bounds=[[0.0], [1.0]],
+        max_size=np.int64(50),
+        min_dataset_size=np.int32(3),
+        raw_samples=np.int64(16),
+    )
+    assert p.max_size == 50 and p.min_dataset_size == 3
+    assert make("wdbo", bounds=[[0.0], [1.0]], alpha=np.float32(0.5)).alpha == 0.5
+    with pytest.raises(ValueError, match="noise"):
+        make("gp-ucb", bounds=[[0.0], [1.0]], initial_hyperparameters={"noise": "a"})
+    with pytest.raises(ValueError, match="device"):
+        make("gp-ucb", bounds=[[0.0], [1.0]], device="toaster")
+    with pytest.raises(ValueError, match="unknown option"):
+        make("gp-ucb", bounds=[[0.0], [1.0]], kappa=3)
+    p = make("gp-ucb", bounds=[[0.0], [1.0]], hyperparameter_bounds={"fixed": "noise"})
+    assert p.hyperparameter_bounds.fixed == frozenset({"noise"})

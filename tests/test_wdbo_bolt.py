@@ -171,3 +171,18 @@ def test_keep_everything_never_removes():
 def test_bolt_validation():
     with pytest.raises(ValueError, match="min_response_points"):
         make("bolt", bounds=[[0], [1]], min_response_points=2)
+
+
+def test_wdbo_budget_survives_long_pauses_over_short_lengthscales():
+    options = {
+        **FIXED,
+        "initial_hyperparameters": {**FIXED["initial_hyperparameters"], "lengthscale_time": 0.01},
+    }
+    p = make("wdbo", bounds=[[0], [1]], seed=0, **options)
+    for t in np.linspace(0, 5, 8):
+        p.observe([t / 5], t, float(np.sin(t)))
+    p.suggest(6.0)
+    p.suggest(1e4)  # 1e6 lengthscales later: the budget is capped, not overflowing
+    assert math.isfinite(p.budget) and p.budget > 1e200
+    p.suggest(1e4 + 1)
+    assert p.dataset_size == 2

@@ -60,10 +60,11 @@ class NegativeLogMarginalLikelihood:
     Args:
         gp: the GP whose data (inputs, standardized targets, noise scales) is used.
         fixed: names of hyperparameters held at ``gp.hyperparameters``.
-        priors: optional Gaussian priors on log-hyperparameters, ``name -> (mean,
-            standard deviation)`` of ``log value`` (a log-normal prior on the value); the
-            objective is then the negative log posterior (MAP). Without priors it is the
-            exact negative log marginal likelihood.
+        priors: optional log-normal priors, ``name -> (mean, standard deviation)`` of
+            ``log value``; the objective is then the negative log posterior (MAP) with
+            the prior density taken on the value itself, as GPyTorch's
+            ``LogNormalPrior`` (mode ``exp(mean - sd^2)``). Without priors it is the exact
+            negative log marginal likelihood.
     """
 
     def __init__(
@@ -233,9 +234,12 @@ class NegativeLogMarginalLikelihood:
             for name, k in self._slots():
                 if name in self.priors:
                     mean, scale = self.priors[name]
+                    # -log LogNormal(v; mean, scale) at v = exp(theta), up to a constant:
+                    # the density of v itself, as GPyTorch's LogNormalPrior adds it to the
+                    # objective (its mode is exp(mean - scale^2), its median exp(mean))
                     z = (theta[i : i + k] - mean) / scale
-                    value += float(0.5 * np.sum(z * z))
-                    gradient[i : i + k] += z / scale
+                    value += float(0.5 * np.sum(z * z) + np.sum(theta[i : i + k]))
+                    gradient[i : i + k] += z / scale + 1.0
                 i += k
         return value, gradient
 

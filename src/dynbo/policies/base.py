@@ -24,7 +24,9 @@ input and raises ``ValueError`` naming the problem *before* changing any state.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
+import numbers
 import time as _time
 from abc import ABC
 from collections.abc import Mapping, Sequence
@@ -45,6 +47,9 @@ __all__ = ["Query", "Dataset", "Diagnostics", "Policy", "register", "make", "ava
 
 STATE_FORMAT = 1
 
+#: largest |y| a policy accepts (the standardization squares targets)
+_MAX_ABS_TARGET = 1e150
+
 _REGISTRY: dict[str, type[Policy]] = {}
 
 
@@ -60,7 +65,28 @@ def make(name: str, **config: Any) -> Policy:
     """Create a registered policy by name, e.g. ``make("wdbo", bounds=..., seed=0)``."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
-    return _REGISTRY[name](**config)
+    cls = _REGISTRY[name]
+    accepted = _accepted_options(cls)
+    unknown = sorted(set(config) - accepted)
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for policy {name!r}; "
+            f"its options: {', '.join(sorted(accepted))}"
+        )
+    return cls(**config)
+
+
+def _accepted_options(cls: type[Policy]) -> set[str]:
+    """Keyword arguments of a policy class and of its bases (up to :class:`Policy`)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object or "__init__" not in klass.__dict__:
+            continue
+        parameters = inspect.signature(klass.__init__).parameters
+        names |= {p for p, v in parameters.items() if v.kind is v.KEYWORD_ONLY or p == "bounds"}
+        if klass is Policy:
+            break
+    return names
 
 
 def available() -> list[str]:
@@ -153,21 +179,33 @@ def _jsonable(value: Any) -> Any:
 
 
 def _check_finite_number(name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    """A finite real number (int, float or NumPy scalar; not bool, str or complex)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    out = float(value)
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {out}")
     return out
 
 
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    """A positive integer (int or NumPy integer; not bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _real_array(name: str, value: Any) -> np.ndarray:
+    """A float array from real numbers only (no strings, booleans or complex values)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of real numbers, got {value!r}") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must hold real numbers, got {arr.dtype} values: {value!r}")
+    return arr.astype(float)
 
 
 class Policy(ABC):
@@ -192,12 +230,14 @@ class Policy(ABC):
         initial_hyperparameters: overrides of the starting values (``outputscale``,
             ``lengthscale_space``, ``lengthscale_time``, ``noise``).
         hyperpriors: fit by maximum a posteriori under BoTorch's default weak priors
-            (log-normal lengthscales of normalized inputs, median
-            ``exp(sqrt(2) + ln(D) / 2)``, log-scale ``sqrt(3)``; log-normal noise variance,
-            median ``exp(-4)``) instead of pure maximum likelihood. On by default: with few
-            observations spread over a short time, maximum likelihood often explains
-            noise with a temporal lengthscale shorter than the sampling interval, after
-            which every old observation looks stale (see ``docs/design.md``).
+            instead of pure maximum likelihood: log-normal densities on the values (as
+            GPyTorch's ``LogNormalPrior``), for each lengthscale of normalized inputs
+            log-mean ``sqrt(2) + ln(D) / 2`` and log-sd ``sqrt(3)`` (mode
+            ``exp(log-mean - 3)``), for the noise variance log-mean ``-4`` and log-sd 1.
+            On by default: with few observations spread over a short time, maximum
+            likelihood often explains noise with a temporal lengthscale shorter than the
+            sampling interval, after which every old observation looks stale (see
+            ``docs/design.md``).
         time_scale: the time unit the temporal lengthscale's prior is expressed in (like
             W-DBO's normalization of time); default: the time span of the data at the
             first fit.
@@ -257,7 +297,10 @@ class Policy(ABC):
         if dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
         self.dtype = getattr(torch, dtype)
-        self.device = torch.device(device) if device else torch.device("cpu")
+        try:
+            self.device = torch.device(device) if device else torch.device("cpu")
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"invalid device {device!r}: {err}") from None
         self.beta_schedule = make_beta_schedule(beta)
         self.search = BoxSearch(
             raw_samples=_positive_int("raw_samples", raw_samples),
@@ -359,14 +402,24 @@ class Policy(ABC):
     def suggest(self, t: float) -> Query:
         """Run one iteration at time ``t`` and return the next query.
 
+        If the iteration fails (e.g. a numerical error in the fit), the policy is restored
+        to its state before the call.
+
         Raises:
-            ValueError: if ``t`` is not finite or is earlier than the previous ``suggest``.
+            ValueError: if ``t`` is not a finite real number or is earlier than the
+                latest time the policy has seen (previous ``suggest`` or ``observe``).
         """
         t = _check_finite_number("t", t)
-        if self._last_suggest_time is not None and t < self._last_suggest_time:
-            raise ValueError(
-                f"time went backwards: suggest(t={t}) after suggest(t={self._last_suggest_time})"
-            )
+        self._check_time_order("suggest", t)
+        snapshot = self._snapshot()
+        try:
+            return self._run_iteration(t)
+        except BaseException:
+            # a numerical failure (or an interrupt) must not leave half an iteration
+            self._restore(snapshot)
+            raise
+
+    def _run_iteration(self, t: float) -> Query:
         diag = Diagnostics(iteration=self._iteration + 1, time=t)
         start = _time.perf_counter()
         self._prepare(t, diag)
@@ -396,18 +449,55 @@ class Policy(ABC):
         """Add the observation ``y = f(x, t) + noise``.
 
         Raises:
-            ValueError: wrong shape, NaN/inf, ``x`` outside the bounds, or ``t`` earlier
-                than the previous observation; the policy is left unchanged.
+            ValueError: wrong shape, NaN/inf or non-real values, ``x`` outside the bounds,
+                ``|y| > 1e150``, or ``t`` earlier than the latest time the policy has seen
+                (previous ``observe`` or ``suggest``); the policy is left unchanged.
         """
         x_arr = self._validate_point(x)
         t = _check_finite_number("t", t)
         y = _check_finite_number("y", y)
-        if self._last_observe_time is not None and t < self._last_observe_time:
-            raise ValueError(
-                f"time went backwards: observe(t={t}) after observe(t={self._last_observe_time})"
-            )
-        self._observe(x_arr, t, y)
+        if abs(y) > _MAX_ABS_TARGET:
+            # squares of such values overflow float64 in the standardization
+            raise ValueError(f"y = {y} is too large to model (|y| must be <= {_MAX_ABS_TARGET:g})")
+        self._check_time_order("observe", t)
+        snapshot = self._snapshot()
+        try:
+            self._observe(x_arr, t, y)
+        except BaseException:
+            self._restore(snapshot)
+            raise
         self._last_observe_time = t
+
+    def _check_time_order(self, what: str, t: float) -> None:
+        """One clock for both calls: neither may go back before the latest time seen."""
+        for other, last in (
+            ("suggest", self._last_suggest_time),
+            ("observe", self._last_observe_time),
+        ):
+            if last is not None and t < last:
+                raise ValueError(f"time went backwards: {what}(t={t}) after {other}(t={last})")
+
+    def _snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], torch.Tensor]:
+        # The GP and the policy replace their tensors rather than edit them in place, so
+        # shallow copies of the attribute dictionaries are a complete, cheap snapshot;
+        # subclass state comes as copies from _extra_state.
+        return (
+            dict(self.__dict__),
+            dict(self._gp.__dict__),
+            copy.deepcopy(self._extra_state()),
+            self._generator.get_state(),
+        )
+
+    def _restore(
+        self, snapshot: tuple[dict[str, Any], dict[str, Any], dict[str, Any], torch.Tensor]
+    ) -> None:
+        attributes, gp_attributes, extra, generator = snapshot
+        self.__dict__.clear()
+        self.__dict__.update(attributes)
+        self._gp.__dict__.clear()
+        self._gp.__dict__.update(gp_attributes)
+        self._load_extra_state(extra)
+        self._generator.set_state(generator)
 
     # ================================================================== hooks
     def _prepare(self, t: float, diag: Diagnostics) -> None:
@@ -511,12 +601,13 @@ class Policy(ABC):
         return result
 
     def priors(self) -> dict[str, tuple[float, float]] | None:
-        """Gaussian priors on the log-hyperparameters used by the fit (``None``: pure ML).
+        """Log-normal priors ``name -> (mean, sd) of log value`` for the fit (``None``: ML).
 
         BoTorch's defaults (Hvarfner et al. 2024, ``get_covar_module_with_dim_scaled_prior``
-        and ``get_gaussian_likelihood_with_lognormal_prior``): ``log l ~ N(sqrt(2) +
-        ln(D) / 2, 3)`` for each lengthscale of inputs normalized to unit scale (``D`` the
-        number of inputs; time is divided by :attr:`time_scale`), ``log sigma^2 ~ N(-4, 1)``.
+        and ``get_gaussian_likelihood_with_lognormal_prior``): for each lengthscale of
+        inputs normalized to unit scale (``D`` inputs; time divided by
+        :attr:`time_scale`) log-mean ``sqrt(2) + ln(D) / 2`` and log-sd ``sqrt(3)``; for
+        the noise variance log-mean ``-4`` and log-sd 1.
         """
         if not self.hyperpriors:
             return None
@@ -562,10 +653,7 @@ class Policy(ABC):
         return torch.minimum(torch.maximum(lower + u * (upper - lower), lower), upper)
 
     def _validate_point(self, x: Sequence[float] | np.ndarray) -> torch.Tensor:
-        try:
-            arr = np.asarray(x, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"x must be an array of {self.dim} numbers, got {x!r}") from None
+        arr = _real_array("x", x)
         if arr.shape not in ((self.dim,), (1, self.dim)):
             raise ValueError(f"x must have shape ({self.dim},), got {arr.shape}")
         arr = arr.reshape(self.dim)
@@ -610,7 +698,7 @@ class Policy(ABC):
         kwargs: dict[str, Any] = {}
         for key, value in spec.items():
             if key == "fixed":
-                kwargs[key] = frozenset(value)
+                kwargs[key] = frozenset([value] if isinstance(value, str) else value)
             else:
                 try:
                     low, high = (float(v) for v in value)
@@ -634,6 +722,10 @@ class Policy(ABC):
         if "lengthscale_space" in out:
             ls = out["lengthscale_space"]
             out["lengthscale_space"] = tuple(ls) if isinstance(ls, (list, tuple)) else (float(ls),)
+        for key, value in out.items():
+            values = value if key == "lengthscale_space" else (value,)
+            for v in values:
+                _check_finite_number(f"initial_hyperparameters[{key!r}]", v)
         # Validate now so a bad value fails at construction, naming the field.
         Hyperparameters(
             **{
@@ -667,25 +759,80 @@ class Policy(ABC):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a state produced by :meth:`state_dict` of the same policy and config."""
+        """Restore a state produced by :meth:`state_dict` of the same policy and config.
+
+        Raises:
+            ValueError: if the state is of another format, policy or configuration, or
+                is incomplete or inconsistent; the policy is then left unchanged.
+        """
+        self._check_state(state)
+        snapshot = self._snapshot()
+        try:
+            data = state["data"]
+            self._x = data["x"].clone().to(self.dtype)
+            self._t = data["t"].clone().to(self.dtype)
+            self._y = data["y"].clone().to(self.dtype)
+            self._gp.load_state_dict(state["gp"])
+            self._iteration = int(state["iteration"])
+            self._fitted = bool(state["fitted"])
+            self._time_scale = state["time_scale"]
+            self._last_suggest_time = state["last_suggest_time"]
+            self._last_observe_time = state["last_observe_time"]
+            self._generator.set_state(state["generator"])
+            diag = state["diagnostics"]
+            self._diagnostics = None if diag is None else Diagnostics(**diag)
+            self._load_extra_state(state["extra"])
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as err:
+            self._restore(snapshot)
+            raise ValueError(f"invalid policy state: {type(err).__name__}: {err}") from None
+
+    def _check_state(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping):
+            raise ValueError(f"a policy state must be a mapping, got {type(state).__name__}")
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"unsupported policy state format {state.get('format')!r}")
         if state.get("policy") != self.name:
             raise ValueError(f"state is for policy {state.get('policy')!r}, not {self.name!r}")
-        data = state["data"]
-        self._x = data["x"].clone().to(self.dtype)
-        self._t = data["t"].clone().to(self.dtype)
-        self._y = data["y"].clone().to(self.dtype)
-        self._gp.load_state_dict(state["gp"])
-        self._iteration = int(state["iteration"])
-        self._fitted = bool(state["fitted"])
-        self._time_scale = state["time_scale"]
-        self._last_suggest_time = state["last_suggest_time"]
-        self._last_observe_time = state["last_observe_time"]
-        self._generator.set_state(state["generator"])
-        diag = state.get("diagnostics")
-        self._diagnostics = None if diag is None else Diagnostics(**diag)
-        self._load_extra_state(state["extra"])
+        required = {
+            "config",
+            "iteration",
+            "fitted",
+            "time_scale",
+            "last_suggest_time",
+            "last_observe_time",
+            "data",
+            "gp",
+            "generator",
+            "diagnostics",
+            "extra",
+        }
+        missing = sorted(required - set(state))
+        if missing:
+            raise ValueError(f"policy state is missing {', '.join(missing)}")
+        if state["config"] != self.config:
+            keys = sorted(
+                k
+                for k in set(state["config"]) | set(self._config)
+                if state["config"].get(k) != self._config.get(k)
+            )
+            raise ValueError(f"state was saved with a different configuration ({', '.join(keys)})")
+        data, gp = state["data"], state["gp"]
+        try:
+            n = int(data["y"].shape[0])
+            shapes = {
+                "data.x": (data["x"].shape, (n, self.dim)),
+                "data.t": (data["t"].shape, (n,)),
+                "gp.inputs": (gp["inputs"].shape, (n, self.kernel.input_dim)),
+                "gp.targets": (gp["targets"].shape, (n,)),
+                "gp.noise_scale": (gp["noise_scale"].shape, (n,)),
+                "gp.factor": (gp["factor"].shape, (n, n)),
+                "gp.alpha": (gp["alpha"].shape, (n,)),
+            }
+        except (KeyError, AttributeError, TypeError, IndexError) as err:
+            raise ValueError(f"policy state is incomplete: {type(err).__name__}: {err}") from None
+        for name, (got, want) in shapes.items():
+            if tuple(got) != want:
+                raise ValueError(f"policy state: {name} has shape {tuple(got)}, expected {want}")
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> Policy:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.base import Diagnostics, Policy, _positive_int, register
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.theory import fit_cubic, max_dataset_size
 
@@ -57,17 +57,15 @@ class BOLT(Policy):
         **kwargs: Any,
     ) -> None:
         super().__init__(bounds, **kwargs)
-        for name, value, low in (
-            ("min_response_points", min_response_points, 4),
-            ("max_size", max_size, 1),
-            ("min_dataset_size", min_dataset_size, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.min_response_points = _positive_int("min_response_points", min_response_points)
+        if self.min_response_points < 4:
+            raise ValueError(
+                f"min_response_points must be >= 4 (a cubic has 4 coefficients), "
+                f"got {min_response_points!r}"
+            )
+        self.max_size = _positive_int("max_size", max_size)
+        self.min_dataset_size = _positive_int("min_dataset_size", min_dataset_size)
         self.remove_until_cap = bool(remove_until_cap)
-        self.min_response_points = min_response_points
-        self.max_size = max_size
-        self.min_dataset_size = min_dataset_size
         self.paper_compat = bool(paper_compat)
         self._response_sizes: list[int] = []
         self._response_durations: list[float] = []

@@ -21,10 +21,19 @@ from typing import Any
 
 import torch
 
-from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.base import (
+    Diagnostics,
+    Policy,
+    _check_finite_number,
+    _positive_int,
+    register,
+)
 from dynbo.relevancy import WassersteinRelevancy
 
 __all__ = ["WDBO"]
+
+#: cap on log(b): far beyond any 1 + R_i, far below float overflow
+_LOG_MAX_BUDGET = 600.0
 
 
 @register
@@ -55,20 +64,10 @@ class WDBO(Policy):
         **kwargs: Any,
     ) -> None:
         super().__init__(bounds, **kwargs)
-        if isinstance(alpha, bool) or not (isinstance(alpha, (int, float)) and alpha >= 0):
-            raise ValueError(f"alpha must be a non-negative number, got {alpha!r}")
-        if not math.isfinite(alpha):
-            raise ValueError(f"alpha must be finite, got {alpha!r}")
-        if (
-            isinstance(min_dataset_size, bool)
-            or not isinstance(min_dataset_size, int)
-            or min_dataset_size < 1
-        ):
-            raise ValueError(
-                f"min_dataset_size must be a positive integer, got {min_dataset_size!r}"
-            )
-        self.alpha = float(alpha)
-        self.min_dataset_size = min_dataset_size
+        self.alpha = _check_finite_number("alpha", alpha)
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be non-negative, got {alpha!r}")
+        self.min_dataset_size = _positive_int("min_dataset_size", min_dataset_size)
         self.paper_compat = bool(paper_compat)
         self._budget = 1.0
         self._previous_time: float | None = None
@@ -100,7 +99,10 @@ class WDBO(Policy):
         lengthscale_time = self._gp.hyperparameters.lengthscale_time
         assert lengthscale_time is not None
         if self._previous_time is not None:
-            self._budget *= (1.0 + self.alpha) ** ((t - self._previous_time) / lengthscale_time)
+            # in log space and capped: a long pause over a short l_T would overflow, and
+            # only whether b exceeds 1 + R_i (R_i <= ~1) matters
+            growth = (t - self._previous_time) / lengthscale_time * math.log1p(self.alpha)
+            self._budget = math.exp(min(math.log(self._budget) + growth, _LOG_MAX_BUDGET))
         self._previous_time = t
         diag.removed = len(removed_times)
         diag.extra.update(
