@@ -280,3 +280,53 @@ def test_calibrate_fits_and_stores_a_model_that_campaigns_use(tmp_path, capsys, 
     with pytest.raises(ValueError, match="no calibration file"):
         make_protocol({"clock": "modeled", "response_time": "calibrated"})
     assert make_protocol({"clock": "modeled"}).response_time == (0.05, 0.0, 0.0, 2e-7)
+
+
+@pytest.mark.parametrize(
+    "toml,message",
+    [
+        ("suites = 5", "suites must be a list"),
+        (
+            'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\n[protocol]\nhorizon=[1]',
+            "horizon must be a number",
+        ),
+        (
+            'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\n[protocol]\nclock="modeled"\nresponse_time=5',
+            "4 cubic coefficients",
+        ),
+    ],
+)
+def test_cli_bad_campaign_values_are_one_line(toml, message, tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text(toml)
+    code, _, err = run_cli(["bench", str(path), "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_unwritable_store_fails_before_running(tmp_path, capsys):
+    (tmp_path / "file.txt").write_text("a file, not a folder")
+    code, out, err = run_cli(
+        [
+            "run",
+            "--benchmark",
+            "eggholder",
+            "--policy",
+            "gp-ucb",
+            "--store",
+            str(tmp_path / "file.txt" / "x.sqlite"),
+        ],
+        capsys,
+    )
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_cli_rejects_bad_policy_options_and_seeds(capsys):
+    code, _, err = run_cli(
+        ["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--policy-option", "foo=1"],
+        capsys,
+    )
+    assert code == 2 and "unknown option(s) 'foo'" in err
+    code, _, err = run_cli(
+        ["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--seed", "-1"], capsys
+    )
+    assert code == 2 and "--seed" in err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return value
 
 
@@ -74,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="one benchmark x one policy, with live progress")
     run.add_argument("--benchmark", required=True)
     run.add_argument("--policy", required=True)
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=_non_negative_int, default=0)
     run.add_argument("--clock", default="measured", choices=["wall", "measured", "modeled", "step"])
     run.add_argument("--horizon", type=_positive_float)
     run.add_argument("--warmup", type=int, default=15)
@@ -116,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dynbo import benchmarks
     from dynbo.harness import RunSpec, Store, execute, make_protocol
-    from dynbo.policies import available
+    from dynbo.policies import available, make
 
     if args.benchmark not in benchmarks.names():
         raise CliError(f"unknown benchmark {args.benchmark!r}; see `dynbo list benchmarks`")
@@ -135,15 +146,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bench = benchmarks.get(args.benchmark, **bench_options)
     except TypeError as err:
         raise CliError(str(err)) from None
+    policy_options = _options(args.policy_option, "policy")
+    # build the policy once now, so that a bad option is an error, not a failed run
+    make(args.policy, bounds=bench.bounds, seed=args.seed, **policy_options)
     spec = RunSpec(
         benchmark=args.benchmark,
         policy=args.policy,
         seed=args.seed,
         protocol=protocol,
         benchmark_options=bench_options,
-        policy_options=_options(args.policy_option, "policy"),
+        policy_options=policy_options,
     )
     horizon = protocol.horizon or bench.horizon
+    # open the store first: an unwritable path must not cost a whole run
+    store = Store(args.store) if args.store else None
 
     def show(row: dict[str, Any]) -> None:
         print(
@@ -157,8 +173,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = execute(spec, on_iteration=None if args.quiet else show, benchmark=bench)
     if not args.quiet:
         print(file=sys.stderr)
-    if args.store:
-        with Store(args.store) as store:
+    if store is not None:
+        with store:
             store.save_run(result)
     print(json.dumps({"run_id": spec.run_id, "status": result.status, **result.summary}, indent=2))
     if result.status != "done":
@@ -179,6 +195,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             raise CliError("give either a config file or --suite, not both")
     else:
         campaign = build_campaign({"suites": args.suite})
+    if campaign.skipped_policies:
+        print(
+            "note: not in this version, left out of the campaign: "
+            + ", ".join(campaign.skipped_policies),
+            file=sys.stderr,
+        )
     with Store(args.store) as store:
         outcome = run_campaign(
             campaign,
@@ -250,6 +272,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if not Path(args.store).exists():
         raise CliError(f"no result store at {args.store}")
     with Store(args.store) as store:
+        if args.campaign is not None and args.campaign not in store.campaign_ids():
+            raise CliError(
+                f"no campaign {args.campaign!r} in {args.store}; "
+                f"stored: {', '.join(store.campaign_ids()) or 'none'}"
+            )
         for path in store.export(args.out, args.format, args.campaign):
             print(path)
     return 0
@@ -269,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return _COMMANDS[args.command](args)
-    except (CliError, ValueError) as err:
+    except (CliError, ValueError, TypeError, OSError, sqlite3.Error) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dynbo: error: {message}", file=sys.stderr)
         return 2

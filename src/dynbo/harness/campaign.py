@@ -69,11 +69,16 @@ _PROTOCOL_KEYS = {
 
 @dataclass(frozen=True)
 class Campaign:
-    """A named list of runs."""
+    """A named list of runs.
+
+    ``skipped_policies`` names the policies its suites list that this version does not
+    provide (they are left out of the runs).
+    """
 
     name: str
     specs: tuple[RunSpec, ...]
     config: Mapping[str, Any] = field(default_factory=dict)
+    skipped_policies: tuple[str, ...] = ()
 
     @property
     def campaign_id(self) -> str:
@@ -159,11 +164,14 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     suites = config.get("suites", [])
     if isinstance(suites, str):
         suites = [suites]
+    if not isinstance(suites, Sequence) or not all(isinstance(x, str) for x in suites):
+        raise ValueError(f"suites must be a list of suite names, got {suites!r}")
     bench_entries: list[tuple[str, dict[str, Any], str | None]] = []
     policy_entries: list[tuple[str, dict[str, Any], str | None]] = []
     seeds: list[int] | None = None
     protocol_values: dict[str, Any] = {}
     known_policies = set(available())
+    skipped: list[str] = []
     for suite_name in suites:
         suite = registry.suite(suite_name)
         bench_entries += [(e.benchmark, dict(e.options), e.label) for e in suite.entries]
@@ -172,6 +180,7 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
         policy_entries += [
             (p, {}, None) for p in suite.policies if p in known_policies and p not in listed
         ]
+        skipped += [p for p in suite.policies if p not in known_policies and p not in skipped]
         seeds = seeds or list(range(suite.seeds))
         protocol_values.setdefault("clock", suite.clock)
         for key, value in suite.protocol.items():
@@ -221,7 +230,11 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
                     )
                 )
     name = str(config.get("name") or "+".join(suites) or "campaign")
-    return Campaign(name=name, specs=tuple(specs), config=dict(config))
+    if "policies" in config:
+        skipped = []
+    return Campaign(
+        name=name, specs=tuple(specs), config=dict(config), skipped_policies=tuple(skipped)
+    )
 
 
 def make_protocol(values: Mapping[str, Any]) -> Protocol:
@@ -232,9 +245,30 @@ def make_protocol(values: Mapping[str, Any]) -> Protocol:
     :data:`DEFAULT_RESPONSE_TIME`). The resolved coefficients become part of every run's
     identity, so runs with different models never mix.
     """
-    values = dict(values)
+    try:
+        return _make_protocol(dict(values))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"invalid protocol: {err}") from None
+
+
+def _make_protocol(values: dict[str, Any]) -> Protocol:
     clock = values.get("clock", "measured")
     response = values.get("response_time")
+    if response is not None and response != "calibrated":
+        if (
+            isinstance(response, str)
+            or not isinstance(response, Sequence)
+            or len(response) != 4
+            or not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in response)
+        ):
+            raise ValueError(
+                "response_time must be 4 cubic coefficients [c0, c1, c2, c3] (seconds) "
+                f"or 'calibrated', got {response!r}"
+            )
+    for key in ("horizon", "warmup_fraction", "cost"):
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"{key} must be a number, got {value!r}")
     if clock == "modeled":
         if response is None or response == "calibrated":
             model = load_calibration()
@@ -252,10 +286,7 @@ def make_protocol(values: Mapping[str, Any]) -> Protocol:
     for key in ("horizon", "warmup_fraction", "cost"):
         if key in values and values[key] is not None:
             values[key] = float(values[key])
-    try:
-        return Protocol(**values)
-    except TypeError as err:
-        raise ValueError(f"invalid protocol: {err}") from None
+    return Protocol(**values)
 
 
 def load_campaign(path: str | os.PathLike[str]) -> Campaign:

@@ -357,12 +357,17 @@ def execute(
             pending = (query.x, landing, y)
             if discrete:
                 clock.advance(1.0)
+            elif protocol.clock == "wall":
+                # the answer arrives c after landing; the recording above is not the
+                # objective's time
+                clock.wait_until(landing + cost)
             else:
                 clock.advance(cost)
     except Exception as err:  # noqa: BLE001 - a failed run is data, not a crash
         status = "failed"
         error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
-    summary = summarize(iterations, horizon)
+    # in discrete time each query holds for one step, the last one until T + 1
+    summary = summarize(iterations, horizon + 1.0 if protocol.clock == "step" else horizon)
     return RunResult(
         spec=spec,
         status=status,

@@ -183,7 +183,10 @@ class Store:
             )
 
     def save_run(self, result: RunResult) -> bool:
-        """Store a finished run atomically; returns False if it was already stored."""
+        """Store a run atomically; returns False if it was already stored as finished.
+
+        A stored failure is replaced by the new outcome (a retry's success or new error).
+        """
         spec = result.spec
         run_id = spec.run_id
         with self._transaction():
@@ -191,9 +194,10 @@ class Store:
                 "SELECT status FROM runs WHERE run_id=?", (run_id,)
             ).fetchone()
             if exists is not None:
-                if exists[0] == "done" or result.status == "failed":
+                if exists[0] == "done":
                     return False
-                # a failed run that now succeeded replaces its records
+                # a stored failure is replaced by the retry's outcome (success or the
+                # new error)
                 self._conn.execute("DELETE FROM iterations WHERE run_id=?", (run_id,))
                 self._conn.execute("DELETE FROM timings WHERE run_id=?", (run_id,))
                 self._conn.execute("DELETE FROM runs WHERE run_id=?", (run_id,))

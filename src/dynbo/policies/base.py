@@ -135,7 +135,7 @@ class Dataset:
 
 @dataclass
 class Diagnostics:
-    """What happened in one iteration (one ``suggest`` and the ``observe`` after it).
+    """What happened in one iteration (one ``suggest``).
 
     Times are wall-clock seconds of this process. ``extra`` holds policy-specific
     values (W-DBO's budget, BOLT's n* and response-time model, ...).
@@ -396,7 +396,7 @@ class Policy(ABC):
 
     @property
     def diagnostics(self) -> Diagnostics | None:
-        """Diagnostics of the current iteration (the last ``suggest`` and its ``observe``)."""
+        """Diagnostics of the last ``suggest`` (``None`` before the first)."""
         return self._diagnostics
 
     def suggest(self, t: float) -> Query:
