@@ -93,6 +93,7 @@ class NegativeLogMarginalLikelihood:
         self._noise_scale = gp.noise_scale
         self.max_jitter = 0.0
         self.evaluations = 0
+        self._memo: dict[bytes, tuple[float, np.ndarray]] = {}
 
     # -------------------------------------------------------------- packing
     def _slots(self) -> list[tuple[str, int]]:
@@ -159,14 +160,22 @@ class NegativeLogMarginalLikelihood:
         :func:`dynbo.kernels.correlation_and_scale_derivative`: one Cholesky, one
         inverse and a few elementwise passes, no autograd graph.
         """
-        self.evaluations += 1
         theta = np.asarray(theta, dtype=float)
+        key = theta.tobytes()
+        # L-BFGS-B evaluates each start first; the fit compares against it afterwards,
+        # so remembered values spare an O(n^3) evaluation per start
+        if key in self._memo:
+            value, gradient = self._memo[key]
+            return value, gradient.copy()
+        self.evaluations += 1
         try:
-            return self._evaluate(theta)
+            value, gradient = self._evaluate(theta)
         except NumericalError:
             # An indefinite matrix at a trial point: report a huge value so the line
             # search backs off, never a made-up likelihood.
-            return 1e25, np.zeros_like(theta)
+            value, gradient = 1e25, np.zeros_like(theta)
+        self._memo[key] = (value, gradient.copy())
+        return value, gradient
 
     def _evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         h = self.unpack(theta)
