@@ -121,6 +121,7 @@ def test_priors_keep_wdbo_from_forgetting_everything_on_a_noisy_start():
     # swings l_T between 1e-2 s and 1e5 s, and W-DBO, trusting a short l_T, removes all
     # but 2 observations; under the default weak priors (time in units of the horizon)
     # l_T settles near the function's time scale and W-DBO keeps a working dataset.
+    # The floor on l_T is switched off so that the priors' effect is seen alone.
     from dynbo.harness import Protocol, RunSpec, execute
 
     stuck = {}
@@ -131,7 +132,12 @@ def test_priors_keep_wdbo_from_forgetting_everything_on_a_noisy_start():
             seed=0,
             protocol=Protocol(clock="modeled", response_time=(0.5, 0.0, 0.0, 1e-6)),
             benchmark_options={"dim": 2, "horizon": 60.0, "cost": 0.5},
-            policy_options={"hyperpriors": hyperpriors, "raw_samples": 64, "restarts": 3},
+            policy_options={
+                "hyperpriors": hyperpriors,
+                "lengthscale_time_floor": None,
+                "raw_samples": 64,
+                "restarts": 3,
+            },
         )
         result = execute(spec)
         assert result.status == "done", result.error

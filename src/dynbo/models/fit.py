@@ -28,6 +28,11 @@ __all__ = ["FitResult", "NegativeLogMarginalLikelihood", "fit_hyperparameters"]
 
 _NAMES = ("outputscale", "lengthscale_space", "lengthscale_time", "noise")
 
+#: objective reported where the covariance cannot be factorized: far above any real
+#: value (targets up to 1e150 give values up to ~1e300 / noise), so the line search
+#: backs off, yet finite, which L-BFGS-B needs
+_FAILED_EVALUATION = 1e305
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -173,7 +178,7 @@ class NegativeLogMarginalLikelihood:
         except NumericalError:
             # An indefinite matrix at a trial point: report a huge value so the line
             # search backs off, never a made-up likelihood.
-            value, gradient = 1e25, np.zeros_like(theta)
+            value, gradient = _FAILED_EVALUATION, np.zeros_like(theta)
         self._memo[key] = (value, gradient.copy())
         return value, gradient
 
@@ -314,7 +319,7 @@ def fit_hyperparameters(
                 best = (value, theta, int(result.nit), str(result.message))
     assert best is not None
     value, theta, nit, message = best
-    if not math.isfinite(value) or value >= 1e25:
+    if not math.isfinite(value) or value >= _FAILED_EVALUATION:
         raise NumericalError(
             "marginal likelihood could not be evaluated at any starting point; "
             "the data or bounds are degenerate"

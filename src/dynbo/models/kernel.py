@@ -12,14 +12,17 @@ With ``ard=True`` the spatial distance is ``sqrt(sum_j ((x_j - x'_j) / l_j)^2)``
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
 from dynbo.kernels import Family, as_family, correlation
 
 __all__ = ["KernelSpec", "Hyperparameters", "HyperparameterBounds"]
+
+_HYPERPARAMETER_NAMES = ("outputscale", "lengthscale_space", "lengthscale_time", "noise")
 
 # Distances enter through sqrt(r^2); clamping r^2 keeps the autograd gradient of
 # sqrt finite at coincident points (there the true gradient of an even kernel is 0).
@@ -202,14 +205,48 @@ class HyperparameterBounds:
                     f"bounds for {name} must satisfy 0 < low < high (finite), got {(low, high)}"
                 )
         object.__setattr__(self, "fixed", frozenset(self.fixed))
-        unknown = set(self.fixed) - {
-            "outputscale",
-            "lengthscale_space",
-            "lengthscale_time",
-            "noise",
-        }
+        unknown = set(self.fixed) - set(_HYPERPARAMETER_NAMES)
         if unknown:
             raise ValueError(f"unknown hyperparameter names in fixed: {sorted(unknown)}")
+
+    @classmethod
+    def from_options(cls, spec: Mapping[str, Any] | None) -> HyperparameterBounds:
+        """Defaults overridden by a mapping such as ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``.
+
+        Raises:
+            ValueError: naming an unknown key or a value that is not a ``(low, high)``
+                pair of positive numbers (``fixed``: a name or a list of names).
+        """
+        if spec is None:
+            return cls()
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"hyperparameter_bounds must be a mapping, got {spec!r}")
+        unknown = set(spec) - {*_HYPERPARAMETER_NAMES, "fixed"}
+        if unknown:
+            raise ValueError(f"unknown hyperparameter_bounds keys: {sorted(map(str, unknown))}")
+        kwargs: dict[str, Any] = {}
+        for key, value in spec.items():
+            if key == "fixed":
+                names = [value] if isinstance(value, str) else value
+                if not isinstance(names, (list, tuple, set, frozenset)) or not all(
+                    isinstance(v, str) for v in names
+                ):
+                    raise ValueError(
+                        f"hyperparameter_bounds['fixed'] must be a name or a list of names, "
+                        f"got {value!r}"
+                    )
+                kwargs[key] = frozenset(names)
+                continue
+            pair = None
+            if isinstance(value, (list, tuple)) and len(value) == 2:
+                if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+                    pair = (float(value[0]), float(value[1]))
+            if pair is None:
+                raise ValueError(
+                    f"hyperparameter_bounds[{key!r}] must be a (low, high) pair, got {value!r}"
+                )
+            kwargs[key] = pair
+        return cls(**kwargs)
 
     def clip(self, h: Hyperparameters) -> Hyperparameters:
         """Project hyperparameters into the bounds (fixed ones are left untouched)."""

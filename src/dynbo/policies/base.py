@@ -30,7 +30,7 @@ import numbers
 import time as _time
 from abc import ABC
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -42,13 +42,18 @@ from dynbo.kernels import as_family
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, KernelSpec
+from dynbo.validation import (
+    MAX_ABS_TIME,
+    boolean,
+    finite_number,
+    max_abs_target,
+    positive_int,
+    real_array,
+)
 
 __all__ = ["Query", "Dataset", "Diagnostics", "Policy", "register", "make", "available"]
 
-STATE_FORMAT = 1
-
-#: largest |y| a policy accepts (the standardization squares targets)
-_MAX_ABS_TARGET = 1e150
+STATE_FORMAT = 2
 
 _REGISTRY: dict[str, type[Policy]] = {}
 
@@ -178,34 +183,26 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _check_finite_number(name: str, value: Any) -> float:
-    """A finite real number (int, float or NumPy scalar; not bool, str or complex)."""
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ValueError(f"{name} must be finite, got {out}")
-    return out
+def _usable_device(device: Any) -> torch.device:
+    """``device`` as a torch device on which a tensor can be allocated here.
 
-
-def _positive_int(name: str, value: Any) -> int:
-    """A positive integer (int or NumPy integer; not bool)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _real_array(name: str, value: Any) -> np.ndarray:
-    """A float array from real numbers only (no strings, booleans or complex values)."""
+    Raises:
+        ValueError: for a malformed name, or a device this machine or PyTorch build
+            does not have (``"cuda"`` without CUDA says so).
+    """
+    if device is None or device == "":
+        return torch.device("cpu")
     try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an array of real numbers, got {value!r}") from None
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold real numbers, got {arr.dtype} values: {value!r}")
-    return arr.astype(float)
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"invalid device {device!r}: {err}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available on this machine")
+    try:
+        torch.empty(1, device=parsed)
+    except (RuntimeError, AssertionError) as err:
+        raise ValueError(f"device {device!r} is not usable: {err}") from None
+    return parsed
 
 
 class Policy(ABC):
@@ -239,8 +236,17 @@ class Policy(ABC):
             sampling interval, after which every old observation looks stale (see
             ``docs/design.md``).
         time_scale: the time unit the temporal lengthscale's prior is expressed in (like
-            W-DBO's normalization of time); default: the time span of the data at the
-            first fit.
+            W-DBO's normalization of time by the horizon; the harness passes the
+            horizon); default: the time elapsed since the policy's first observation,
+            re-read at every fit.
+        lengthscale_time_floor: smallest temporal lengthscale the fit may choose:
+            ``"sampling_interval"`` (default: the median gap between consecutive
+            observation times of the dataset), a number (time units), or ``None`` (only
+            ``hyperparameter_bounds``). A lengthscale shorter than the sampling interval
+            makes consecutive observations nearly independent: nothing can be tracked,
+            and a removal policy then judges every old observation stale
+            (``docs/design.md``). Ignored when ``hyperparameter_bounds`` sets
+            ``lengthscale_time``.
         standardize: standardize targets (default True).
         dtype: ``"float64"`` (default) or ``"float32"``.
         device: torch device of the model (``"cpu"``, ``"cuda"``, ...).
@@ -283,51 +289,63 @@ class Policy(ABC):
         initial_hyperparameters: Mapping[str, Any] | None = None,
         hyperpriors: bool = True,
         time_scale: float | None = None,
+        lengthscale_time_floor: str | float | None = "sampling_interval",
         standardize: bool = True,
         dtype: str = "float64",
         device: str | None = None,
     ) -> None:
         self._config: dict[str, Any]
-        lower, upper = self._parse_bounds(bounds)
-        self.dim = int(lower.shape[0])
-        self._lower, self._upper = lower, upper
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.seed = int(seed)
         if dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
         self.dtype = getattr(torch, dtype)
-        try:
-            self.device = torch.device(device) if device else torch.device("cpu")
-        except (RuntimeError, TypeError) as err:
-            raise ValueError(f"invalid device {device!r}: {err}") from None
+        lower, upper = self._parse_bounds(bounds, self.dtype)
+        self.dim = int(lower.shape[0])
+        self._lower, self._upper = lower, upper
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.seed = int(seed)
+        self.device = _usable_device(device)
         self.beta_schedule = make_beta_schedule(beta)
         self.search = BoxSearch(
-            raw_samples=_positive_int("raw_samples", raw_samples),
-            restarts=_positive_int("restarts", restarts),
-            max_iterations=_positive_int("acquisition_iterations", acquisition_iterations),
+            raw_samples=positive_int("raw_samples", raw_samples),
+            restarts=positive_int("restarts", restarts),
+            max_iterations=positive_int("acquisition_iterations", acquisition_iterations),
         )
-        self.fit_iterations = _positive_int("fit_iterations", fit_iterations)
-        self.hyperpriors = bool(hyperpriors)
+        self.fit_iterations = positive_int("fit_iterations", fit_iterations)
+        self.hyperpriors = boolean("hyperpriors", hyperpriors)
         if time_scale is not None:
-            time_scale = _check_finite_number("time_scale", time_scale)
+            time_scale = finite_number("time_scale", time_scale)
             if time_scale <= 0:
                 raise ValueError(f"time_scale must be positive, got {time_scale}")
         self._time_scale: float | None = time_scale
-        self.learn_hyperparameters = bool(learn_hyperparameters)
-        self.standardize = bool(standardize)
+        self._first_time: float | None = None
+        self._last_observe_time: float | None = None
+        if lengthscale_time_floor is not None and lengthscale_time_floor != "sampling_interval":
+            floor = finite_number("lengthscale_time_floor", lengthscale_time_floor)
+            if floor <= 0:
+                raise ValueError(f"lengthscale_time_floor must be positive, got {floor}")
+            lengthscale_time_floor = floor
+        self.lengthscale_time_floor = lengthscale_time_floor
+        self.learn_hyperparameters = boolean("learn_hyperparameters", learn_hyperparameters)
+        self.standardize = boolean("standardize", standardize)
+        self._max_abs_target = max_abs_target(self.dtype)
         self.kernel = KernelSpec(
             dim=self.dim,
             spatial=as_family(spatial_kernel),
             temporal=as_family(temporal_kernel) if self.models_time else None,
-            ard=bool(ard),
+            ard=boolean("ard", ard),
         )
-        self.hyperparameter_bounds = self._parse_hyperparameter_bounds(hyperparameter_bounds)
+        self._user_bounds = (
+            set(hyperparameter_bounds or ())
+            if isinstance(hyperparameter_bounds, Mapping)
+            else set()
+        )
+        self.hyperparameter_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
         self._initial_overrides = self._parse_initial(initial_hyperparameters)
         self._candidates_unit: torch.Tensor | None = None
         self._candidates: np.ndarray | None = None
         if candidates is not None:
-            cand = np.asarray(candidates, dtype=float)
+            cand = real_array("candidates", candidates)
             if cand.ndim != 2 or cand.shape[1] != self.dim or cand.shape[0] < 1:
                 raise ValueError(
                     f"candidates must have shape (N, {self.dim}) with N >= 1, got {cand.shape}"
@@ -336,7 +354,7 @@ class Policy(ABC):
                 raise ValueError("candidates contain NaN or infinite values")
             if (cand < lower - self._tolerance()).any() or (cand > upper + self._tolerance()).any():
                 raise ValueError("some candidates lie outside the search bounds")
-            self._candidates = cand
+            self._candidates = np.clip(cand, lower, upper)
             self._candidates_unit = self._to_unit(torch.as_tensor(cand, dtype=self.dtype))
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
@@ -406,10 +424,11 @@ class Policy(ABC):
         to its state before the call.
 
         Raises:
-            ValueError: if ``t`` is not a finite real number or is earlier than the
-                latest time the policy has seen (previous ``suggest`` or ``observe``).
+            ValueError: if ``t`` is not a finite real number with ``|t| <= 1e12`` or is
+                earlier than the latest time the policy has seen (previous ``suggest``
+                or ``observe``).
         """
-        t = _check_finite_number("t", t)
+        t = self._validate_time(t)
         self._check_time_order("suggest", t)
         snapshot = self._snapshot()
         try:
@@ -442,23 +461,27 @@ class Policy(ABC):
         self._iteration += 1
         self._last_suggest_time = t
         self._diagnostics = diag
-        x = self._from_unit(unit.reshape(1, -1)).reshape(-1)
-        return Query(x=x.detach().cpu().numpy().astype(float), t=float(query_time))
+        return Query(x=self._point_from_unit(unit), t=float(query_time))
 
     def observe(self, x: Sequence[float] | np.ndarray, t: float, y: float) -> None:
         """Add the observation ``y = f(x, t) + noise``.
 
         Raises:
             ValueError: wrong shape, NaN/inf or non-real values, ``x`` outside the bounds,
-                ``|y| > 1e150``, or ``t`` earlier than the latest time the policy has seen
-                (previous ``observe`` or ``suggest``); the policy is left unchanged.
+                ``|y|`` above the model's limit (``1e150`` in float64, ``1e18`` in
+                float32), ``|t| > 1e12``, or ``t`` earlier than the latest time the policy
+                has seen (previous ``observe`` or ``suggest``); the policy is left
+                unchanged.
         """
         x_arr = self._validate_point(x)
-        t = _check_finite_number("t", t)
-        y = _check_finite_number("y", y)
-        if abs(y) > _MAX_ABS_TARGET:
-            # squares of such values overflow float64 in the standardization
-            raise ValueError(f"y = {y} is too large to model (|y| must be <= {_MAX_ABS_TARGET:g})")
+        t = self._validate_time(t)
+        y = finite_number("y", y)
+        if abs(y) > self._max_abs_target:
+            # squares of such values overflow the standardization
+            raise ValueError(
+                f"y = {y} is too large to model (|y| must be <= {self._max_abs_target:g} "
+                f"with dtype {str(self.dtype).replace('torch.', '')})"
+            )
         self._check_time_order("observe", t)
         snapshot = self._snapshot()
         try:
@@ -466,7 +489,17 @@ class Policy(ABC):
         except BaseException:
             self._restore(snapshot)
             raise
+        if self._first_time is None:
+            self._first_time = t
         self._last_observe_time = t
+
+    @staticmethod
+    def _validate_time(t: Any) -> float:
+        t = finite_number("t", t)
+        if abs(t) > MAX_ABS_TIME:
+            # beyond this, time differences lose their digits and lengthscales overflow
+            raise ValueError(f"t = {t:g} is out of range (|t| must be <= {MAX_ABS_TIME:g})")
+        return t
 
     def _check_time_order(self, what: str, t: float) -> None:
         """One clock for both calls: neither may go back before the latest time seen."""
@@ -587,18 +620,48 @@ class Policy(ABC):
         """
         fresh = self._initial_hyperparameters(self._t)
         if not self._fitted:
-            self._time_scale = self.time_scale
-            fresh = self._initial_hyperparameters(self._t)
             self._gp.set_hyperparameters(fresh)
         result = fit_hyperparameters(
             self._gp,
-            bounds=self.hyperparameter_bounds,
+            bounds=self.fit_bounds(),
             max_iterations=self.fit_iterations,
             initial=[fresh],
             priors=self.priors(),
         )
         self._fitted = True
         return result
+
+    def fit_bounds(self) -> HyperparameterBounds:
+        """The bounds of the next fit: ``hyperparameter_bounds`` with a data-aware ``l_T`` box.
+
+        Unless the user bounded ``lengthscale_time``, its lower end is raised to
+        :meth:`lengthscale_time_lower` and its upper end to ``1e3`` time scales, so that
+        problems in any time unit (milliseconds, days) get the same relative room.
+        """
+        bounds = self.hyperparameter_bounds
+        if not self.kernel.uses_time or "lengthscale_time" in self._user_bounds:
+            return bounds
+        low, high = bounds.lengthscale_time
+        floor = self.lengthscale_time_lower()
+        if floor is not None:
+            low = max(low, floor)
+        high = max(high, 1e3 * self.time_scale, 10.0 * low)
+        return replace(bounds, lengthscale_time=(low, high))
+
+    def lengthscale_time_lower(self) -> float | None:
+        """The floor on ``l_T`` (time units) set by ``lengthscale_time_floor``, if any.
+
+        ``"sampling_interval"``: the median positive gap between consecutive observation
+        times of the dataset (``None`` while all observations share one time).
+        """
+        floor = self.lengthscale_time_floor
+        if floor is None or isinstance(floor, float):
+            return floor
+        if self.dataset_size < 2:
+            return None
+        gaps = torch.diff(torch.sort(self._t).values)
+        gaps = gaps[gaps > 0]
+        return float(torch.median(gaps)) if gaps.numel() else None
 
     def priors(self) -> dict[str, tuple[float, float]] | None:
         """Log-normal priors ``name -> (mean, sd) of log value`` for the fit (``None``: ML).
@@ -619,11 +682,19 @@ class Policy(ABC):
 
     @property
     def time_scale(self) -> float:
-        """Unit of time of the temporal prior (fixed at the first fit unless given)."""
-        if self._time_scale is None:
-            span = float(self._t.max() - self._t.min()) if self.dataset_size > 1 else 0.0
-            return span if span > 0 else 1.0
-        return self._time_scale
+        """Unit of time of the temporal prior and of the fresh start of ``l_T``.
+
+        The ``time_scale`` option if given; otherwise the time elapsed from the first
+        to the latest observation the policy was told (1 while that is 0). It follows
+        the deployment as it runs; it is not the span of the data kept, which a removal
+        policy shrinks (a shrinking unit would pull ``l_T`` down with it).
+        """
+        if self._time_scale is not None:
+            return self._time_scale
+        if self._first_time is None or self._last_observe_time is None:
+            return 1.0
+        elapsed = self._last_observe_time - self._first_time
+        return elapsed if elapsed > 0 else 1.0
 
     def _initial_hyperparameters(self, times: torch.Tensor | None) -> Hyperparameters:
         values: dict[str, Any] = {
@@ -633,7 +704,7 @@ class Policy(ABC):
             "noise": 1e-2,
         }
         if self.kernel.uses_time:
-            # the time unit of the problem (the data's span unless given): a start well
+            # the time unit of the problem (the elapsed time unless given): a start well
             # inside the smooth basin, from which the fit can shorten l_T if data demand
             values["lengthscale_time"] = self.time_scale
         values.update(self._initial_overrides)
@@ -647,13 +718,22 @@ class Policy(ABC):
         width = torch.as_tensor(self._upper - self._lower, dtype=x.dtype, device=x.device)
         return ((x - lower) / width).clamp(0.0, 1.0)
 
-    def _from_unit(self, u: torch.Tensor) -> torch.Tensor:
-        lower = torch.as_tensor(self._lower, dtype=u.dtype, device=u.device)
-        upper = torch.as_tensor(self._upper, dtype=u.dtype, device=u.device)
-        return torch.minimum(torch.maximum(lower + u * (upper - lower), lower), upper)
+    def _point_from_unit(self, unit: torch.Tensor) -> np.ndarray:
+        """``(d,)`` float64 point of the original domain for a unit-box point.
+
+        Computed in float64 and clipped to the bounds, so that a float32 model never
+        suggests a point outside the box; on a finite candidate set, the candidate
+        itself (exactly as the user gave it).
+        """
+        u = unit.detach().cpu().to(torch.float64).numpy().reshape(self.dim)
+        if self._candidates is not None and self._candidates_unit is not None:
+            reference = self._candidates_unit.detach().cpu().to(torch.float64).numpy()
+            index = int(np.argmin(((reference - u) ** 2).sum(axis=1)))
+            return self._candidates[index].copy()
+        return np.clip(self._lower + u * (self._upper - self._lower), self._lower, self._upper)
 
     def _validate_point(self, x: Sequence[float] | np.ndarray) -> torch.Tensor:
-        arr = _real_array("x", x)
+        arr = real_array("x", x)
         if arr.shape not in ((self.dim,), (1, self.dim)):
             raise ValueError(f"x must have shape ({self.dim},), got {arr.shape}")
         arr = arr.reshape(self.dim)
@@ -669,11 +749,8 @@ class Policy(ABC):
         return torch.as_tensor(np.clip(arr, self._lower, self._upper), dtype=self.dtype)
 
     @staticmethod
-    def _parse_bounds(bounds: Any) -> tuple[np.ndarray, np.ndarray]:
-        try:
-            arr = np.asarray(bounds, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"bounds must be a (2, d) array of numbers, got {bounds!r}") from None
+    def _parse_bounds(bounds: Any, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
+        arr = real_array("bounds", bounds)
         if arr.ndim != 2 or arr.shape[0] != 2 or arr.shape[1] < 1:
             raise ValueError(f"bounds must have shape (2, d), got {arr.shape}")
         if not np.isfinite(arr).all():
@@ -683,31 +760,18 @@ class Policy(ABC):
             raise ValueError(
                 f"bounds: lower[{j}] = {arr[0, j]} is not below upper[{j}] = {arr[1, j]}"
             )
+        # points are mapped to the unit box through the width: it must be a finite
+        # number of the model's dtype, and so must every bound
+        largest = float(torch.finfo(dtype).max) / 4
+        with np.errstate(over="ignore"):
+            width = arr[1] - arr[0]
+        finite = np.isfinite(width).all()
+        if not (finite and np.abs(arr).max() <= largest and width.max() <= largest):
+            raise ValueError(
+                f"bounds are too wide: each bound and each width upper - lower must be at "
+                f"most {largest:.3g} in magnitude (dtype {str(dtype).replace('torch.', '')})"
+            )
         return arr[0].copy(), arr[1].copy()
-
-    @staticmethod
-    def _parse_hyperparameter_bounds(spec: Mapping[str, Any] | None) -> HyperparameterBounds:
-        if spec is None:
-            return HyperparameterBounds()
-        if not isinstance(spec, Mapping):
-            raise ValueError(f"hyperparameter_bounds must be a mapping, got {spec!r}")
-        allowed = {"outputscale", "lengthscale_space", "lengthscale_time", "noise", "fixed"}
-        unknown = set(spec) - allowed
-        if unknown:
-            raise ValueError(f"unknown hyperparameter_bounds keys: {sorted(unknown)}")
-        kwargs: dict[str, Any] = {}
-        for key, value in spec.items():
-            if key == "fixed":
-                kwargs[key] = frozenset([value] if isinstance(value, str) else value)
-            else:
-                try:
-                    low, high = (float(v) for v in value)
-                except (TypeError, ValueError):
-                    raise ValueError(
-                        f"hyperparameter_bounds[{key!r}] must be a (low, high) pair, got {value!r}"
-                    ) from None
-                kwargs[key] = (low, high)
-        return HyperparameterBounds(**kwargs)
 
     def _parse_initial(self, spec: Mapping[str, Any] | None) -> dict[str, Any]:
         if spec is None:
@@ -721,11 +785,11 @@ class Policy(ABC):
         out = dict(spec)
         if "lengthscale_space" in out:
             ls = out["lengthscale_space"]
-            out["lengthscale_space"] = tuple(ls) if isinstance(ls, (list, tuple)) else (float(ls),)
+            out["lengthscale_space"] = tuple(ls) if isinstance(ls, (list, tuple)) else (ls,)
         for key, value in out.items():
             values = value if key == "lengthscale_space" else (value,)
-            for v in values:
-                _check_finite_number(f"initial_hyperparameters[{key!r}]", v)
+            checked = tuple(finite_number(f"initial_hyperparameters[{key!r}]", v) for v in values)
+            out[key] = checked if key == "lengthscale_space" else checked[0]
         # Validate now so a bad value fails at construction, naming the field.
         Hyperparameters(
             **{
@@ -749,6 +813,7 @@ class Policy(ABC):
             "iteration": self._iteration,
             "fitted": self._fitted,
             "time_scale": self._time_scale,
+            "first_time": self._first_time,
             "last_suggest_time": self._last_suggest_time,
             "last_observe_time": self._last_observe_time,
             "data": {"x": self._x.clone(), "t": self._t.clone(), "y": self._y.clone()},
@@ -776,13 +841,14 @@ class Policy(ABC):
             self._iteration = int(state["iteration"])
             self._fitted = bool(state["fitted"])
             self._time_scale = state["time_scale"]
+            self._first_time = state["first_time"]
             self._last_suggest_time = state["last_suggest_time"]
             self._last_observe_time = state["last_observe_time"]
             self._generator.set_state(state["generator"])
             diag = state["diagnostics"]
             self._diagnostics = None if diag is None else Diagnostics(**diag)
             self._load_extra_state(state["extra"])
-        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as err:
+        except Exception as err:  # noqa: BLE001 - any malformed piece: state unchanged
             self._restore(snapshot)
             raise ValueError(f"invalid policy state: {type(err).__name__}: {err}") from None
 
@@ -798,6 +864,7 @@ class Policy(ABC):
             "iteration",
             "fitted",
             "time_scale",
+            "first_time",
             "last_suggest_time",
             "last_observe_time",
             "data",
@@ -817,6 +884,28 @@ class Policy(ABC):
             )
             raise ValueError(f"state was saved with a different configuration ({', '.join(keys)})")
         data, gp = state["data"], state["gp"]
+        if not isinstance(data, Mapping) or not isinstance(gp, Mapping):
+            raise ValueError("policy state: 'data' and 'gp' must be mappings")
+        for where, part, keys in (
+            ("data", data, ("x", "t", "y")),
+            ("gp", gp, ("inputs", "targets", "noise_scale", "factor", "alpha")),
+        ):
+            for key in keys:
+                if not isinstance(part.get(key), torch.Tensor):
+                    got = type(part.get(key)).__name__ if key in part else "nothing"
+                    raise ValueError(f"policy state: {where}.{key} must be a tensor, got {got}")
+        if not isinstance(state["generator"], torch.Tensor):
+            raise ValueError("policy state: generator must be a tensor (torch.Generator state)")
+        for key in ("time_scale", "first_time", "last_suggest_time", "last_observe_time"):
+            value = state[key]
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise ValueError(f"policy state: {key} must be a number or None, got {value!r}")
+        if isinstance(state["iteration"], bool) or not isinstance(state["iteration"], int):
+            raise ValueError(
+                f"policy state: iteration must be an integer, got {state['iteration']!r}"
+            )
         try:
             n = int(data["y"].shape[0])
             shapes = {
@@ -836,11 +925,24 @@ class Policy(ABC):
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> Policy:
-        """Rebuild a policy (of the class named in the state) and restore its state."""
-        klass = policy_class(str(state["policy"]))
+        """Rebuild a policy (of the class named in the state) and restore its state.
+
+        Raises:
+            ValueError: if ``state`` is not a policy state (wrong type, unknown policy,
+                a configuration the policy rejects, or any check of
+                :meth:`load_state_dict`).
+        """
+        if not isinstance(state, Mapping):
+            raise ValueError(f"a policy state must be a mapping, got {type(state).__name__}")
+        name, config = state.get("policy"), state.get("config")
+        if not isinstance(name, str):
+            raise ValueError(f"policy state names no policy (got {name!r})")
+        if not isinstance(config, Mapping):
+            raise ValueError(f"policy state has no configuration mapping (got {config!r})")
+        klass = policy_class(name)
         if cls is not Policy and not issubclass(klass, cls):
-            raise ValueError(f"state is for policy {state['policy']!r}, not a {cls.__name__}")
-        policy = klass(**state["config"])
+            raise ValueError(f"state is for policy {name!r}, not a {cls.__name__}")
+        policy = make(name, **{str(k): v for k, v in config.items()})
         policy.load_state_dict(state)
         return policy
 

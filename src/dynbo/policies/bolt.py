@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from dynbo.policies.base import Diagnostics, Policy, _positive_int, register
+from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.theory import fit_cubic, max_dataset_size
+from dynbo.validation import boolean, positive_int
 
 __all__ = ["BOLT"]
 
@@ -57,16 +58,16 @@ class BOLT(Policy):
         **kwargs: Any,
     ) -> None:
         super().__init__(bounds, **kwargs)
-        self.min_response_points = _positive_int("min_response_points", min_response_points)
+        self.min_response_points = positive_int("min_response_points", min_response_points)
         if self.min_response_points < 4:
             raise ValueError(
                 f"min_response_points must be >= 4 (a cubic has 4 coefficients), "
                 f"got {min_response_points!r}"
             )
-        self.max_size = _positive_int("max_size", max_size)
-        self.min_dataset_size = _positive_int("min_dataset_size", min_dataset_size)
-        self.remove_until_cap = bool(remove_until_cap)
-        self.paper_compat = bool(paper_compat)
+        self.max_size = positive_int("max_size", max_size)
+        self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
+        self.remove_until_cap = boolean("remove_until_cap", remove_until_cap)
+        self.paper_compat = boolean("paper_compat", paper_compat)
         self._response_sizes: list[int] = []
         self._response_durations: list[float] = []
         self._previous_time: float | None = None

@@ -21,14 +21,9 @@ from typing import Any
 
 import torch
 
-from dynbo.policies.base import (
-    Diagnostics,
-    Policy,
-    _check_finite_number,
-    _positive_int,
-    register,
-)
+from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
+from dynbo.validation import boolean, finite_number, positive_int
 
 __all__ = ["WDBO"]
 
@@ -64,11 +59,11 @@ class WDBO(Policy):
         **kwargs: Any,
     ) -> None:
         super().__init__(bounds, **kwargs)
-        self.alpha = _check_finite_number("alpha", alpha)
+        self.alpha = finite_number("alpha", alpha)
         if self.alpha < 0:
             raise ValueError(f"alpha must be non-negative, got {alpha!r}")
-        self.min_dataset_size = _positive_int("min_dataset_size", min_dataset_size)
-        self.paper_compat = bool(paper_compat)
+        self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
+        self.paper_compat = boolean("paper_compat", paper_compat)
         self._budget = 1.0
         self._previous_time: float | None = None
 

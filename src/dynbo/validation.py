@@ -1,0 +1,133 @@
+"""Checks of user input shared by the policies, the harness and the command line.
+
+Every check raises :class:`ValueError` naming the offending argument and value, never a
+``TypeError``, ``OverflowError`` or ``RuntimeError`` from deeper down, so that callers can
+promise "bad input is a ``ValueError`` and changes nothing".
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "MAX_ABS_TIME",
+    "boolean",
+    "finite_number",
+    "max_abs_target",
+    "parse_boolean_text",
+    "positive_int",
+    "real_array",
+]
+
+#: largest |t| a policy accepts (seconds or steps): about 31,700 years in seconds, and
+#: far below the values at which time differences lose their digits in float64.
+MAX_ABS_TIME = 1e12
+
+_TRUE_WORDS = frozenset({"true", "yes", "1", "on"})
+_FALSE_WORDS = frozenset({"false", "no", "0", "off"})
+
+
+def _scalar(value: Any) -> Any:
+    """Unwrap 0-d NumPy arrays and one-element, gradient-free torch scalars."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    if isinstance(value, torch.Tensor) and value.ndim == 0:
+        return value.detach().cpu().item()
+    return value
+
+
+def finite_number(name: str, value: Any) -> float:
+    """A finite real number (int, float, NumPy or torch scalar; not bool, str or complex).
+
+    Raises:
+        ValueError: for anything else, including integers too large for a float.
+    """
+    value = _scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    try:
+        out = float(value)
+    except (OverflowError, ValueError):
+        text = str(value)
+        shown = text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+        raise ValueError(f"{name} = {shown} is too large to be a float") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {out}")
+    return out
+
+
+def positive_int(name: str, value: Any) -> int:
+    """A positive integer (int or NumPy integer; not bool)."""
+    value = _scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def boolean(name: str, value: Any) -> bool:
+    """A real boolean (``True``/``False`` or a NumPy bool); ``"no"``, ``0`` or ``2`` are errors.
+
+    A truthy string such as ``"no"`` silently meaning ``True`` is the failure this guards
+    against; the command line converts words to booleans before they get here
+    (:func:`parse_boolean_text`).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def parse_boolean_text(text: str) -> bool | None:
+    """``true/yes/on/1`` -> True, ``false/no/off/0`` -> False (any case), else ``None``."""
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    return None
+
+
+def _contains_bool(value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains_bool(v) for v in value)
+    return False
+
+
+def real_array(name: str, value: Any) -> np.ndarray:
+    """A float64 array from real numbers only (no strings, booleans, mappings or complex).
+
+    Accepts nested sequences, NumPy arrays and torch tensors (also ones that require
+    gradients: their values are taken, not their graph).
+    """
+    if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool or value.is_complex():
+            raise ValueError(f"{name} must hold real numbers, got a {value.dtype} tensor")
+        value = value.detach().cpu().numpy()
+    if isinstance(value, (str, bytes, Mapping)) or _contains_bool(value):
+        raise ValueError(f"{name} must be an array of real numbers, got {value!r}")
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be an array of real numbers, got {value!r}") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must hold real numbers, got {arr.dtype} values: {value!r}")
+    try:
+        return arr.astype(float)
+    except OverflowError:
+        raise ValueError(f"{name} holds a number too large to be a float") from None
+
+
+def max_abs_target(dtype: torch.dtype) -> float:
+    """Largest |y| a model of ``dtype`` accepts: standardization squares the targets.
+
+    ``1e150`` in float64 (squares up to ``1e300``) and ``1e18`` in float32 (squares up to
+    ``1e36``, below float32's ``3.4e38``).
+    """
+    return 1e150 if dtype == torch.float64 else 1e18
