@@ -59,12 +59,24 @@ def test_failed_run_is_stored_and_replaced_by_a_later_success(tmp_path):
 
 def test_interrupted_write_leaves_nothing(tmp_path):
     result = toy_result()
-    result.iterations.append({"k": result.iterations[-1]["k"]})  # violates NOT NULL: write fails
+    result.iterations.append(dict(result.iterations[-1]))  # a repeated (run_id, k): write fails
     with Store(tmp_path / "r.sqlite") as store:
         with pytest.raises(sqlite3.IntegrityError):
             store.save_run(result)
         assert store.completed_run_ids(include_failed=True) == set()
         assert store.iteration_rows() == []
+
+
+def test_a_record_with_nan_is_stored_as_a_failed_run_cut_before_it(tmp_path):
+    result = toy_result()
+    bad_k = result.iterations[5]["k"]
+    result.iterations[5]["y"] = float("nan")
+    with Store(tmp_path / "r.sqlite") as store:
+        assert store.save_run(result)
+        (run,) = store.runs()
+        assert run["status"] == "failed" and "non-finite" in run["error"]
+        assert [r[1] for r in store.iteration_rows()] == [r["k"] for r in result.iterations[:5]]
+        assert bad_k not in [r[1] for r in store.iteration_rows()]
 
 
 def test_export_csv_and_parquet(tmp_path):

@@ -7,7 +7,8 @@
     dynbo calibrate --policy st-gp-ucb --sizes 25 50 100 200
     dynbo export --store results/quick.sqlite --format parquet --out results/quick
 
-Bad arguments end with one line on stderr (``dynbo: error: ...``) and exit status 2.
+Bad arguments end with one line on stderr (``dynbo: error: ...``) and exit status 2; an
+interrupt (Ctrl-C) with one line and exit status 130.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dynbo.validation import parse_boolean_text
+
 __all__ = ["main"]
 
 DEFAULT_STORE = "results/dynbo.sqlite"
@@ -27,6 +30,10 @@ DEFAULT_STORE = "results/dynbo.sqlite"
 
 class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C, with what was kept: printed as one line, exit status 130."""
 
 
 def _positive_float(text: str) -> float:
@@ -56,17 +63,28 @@ _non_negative_int = _integer_at_least(0, "non-negative")
 _positive_int = _integer_at_least(1, "positive")
 
 
-def _options(pairs: Sequence[str] | None, what: str) -> dict[str, Any]:
-    """``key=value`` pairs; values parsed as JSON when they can be (numbers, lists, true)."""
+def _options(
+    pairs: Sequence[str] | None, what: str, defaults: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``key=value`` pairs; values parsed as JSON when they can be (numbers, lists, true).
+
+    An option whose default is a boolean also takes ``yes/no/on/off/1/0`` (any case);
+    any other value for it is left as given, for the policy to reject by name.
+    """
     out: dict[str, Any] = {}
     for pair in pairs or []:
         if "=" not in pair:
             raise CliError(f"{what} option {pair!r} is not of the form key=value")
-        key, value = pair.split("=", 1)
+        key, text = pair.split("=", 1)
         try:
-            out[key] = json.loads(value)
+            value = json.loads(text)
         except json.JSONDecodeError:
-            out[key] = value
+            value = text
+        if defaults is not None and isinstance(defaults.get(key), bool):
+            word = parse_boolean_text(text)
+            if word is not None:
+                value = word
+        out[key] = value
     return out
 
 
@@ -75,46 +93,127 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(message)
 
 
+class _Help(argparse.HelpFormatter):
+    """Show each option's default (where it has one worth showing)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        shown = default is not None and default is not False and default is not argparse.SUPPRESS
+        if shown and action.option_strings and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dynbo", description="Time-varying Bayesian optimization.")
+    from dynbo import __version__
+
+    parser = _Parser(
+        prog="dynbo",
+        description="Time-varying Bayesian optimization: policies, benchmarks and a "
+        "reproducible benchmark harness.",
+        formatter_class=_Help,
+    )
+    parser.add_argument("--version", action="version", version=f"dynbo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="one benchmark x one policy, with live progress")
-    run.add_argument("--benchmark", required=True)
-    run.add_argument("--policy", required=True)
-    run.add_argument("--seed", type=_non_negative_int, default=0)
-    run.add_argument("--clock", default="measured", choices=["wall", "measured", "modeled", "step"])
-    run.add_argument("--horizon", type=_positive_float)
-    run.add_argument("--warmup", type=int, default=15)
-    run.add_argument("--response-time", type=float, nargs=4, metavar=("C0", "C1", "C2", "C3"))
-    run.add_argument("--benchmark-option", action="append", metavar="KEY=VALUE")
-    run.add_argument("--policy-option", action="append", metavar="KEY=VALUE")
-    run.add_argument("--store", help="also save the run into this result store")
+    def add(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=description, formatter_class=_Help)
+
+    clocks = ["wall", "measured", "modeled", "step"]
+    clock_help = (
+        "how time advances: wall (real time), measured (the policy's measured response "
+        "time advances a virtual clock), modeled (R(n) from --response-time; replays "
+        "exactly), step (one step per query)"
+    )
+    run = add(
+        "run",
+        "one benchmark x one policy, with live progress",
+        "Run one policy on one benchmark for one seed and print its summary as JSON.",
+    )
+    run.add_argument("--benchmark", required=True, help="benchmark name (see `dynbo list`)")
+    run.add_argument("--policy", required=True, help="policy name (see `dynbo list`)")
+    run.add_argument("--seed", type=_non_negative_int, default=0, help="the run's seed")
+    run.add_argument("--clock", default="measured", choices=clocks, help=clock_help)
+    run.add_argument(
+        "--horizon",
+        type=_positive_float,
+        help="T, in the benchmark's time unit (seconds, or steps); default: the benchmark's",
+    )
+    run.add_argument(
+        "--warmup",
+        type=_non_negative_int,
+        default=15,
+        help="warm-up observations, uniform in space and in the first 1/40 of the horizon",
+    )
+    run.add_argument(
+        "--response-time",
+        type=float,
+        nargs=4,
+        metavar=("C0", "C1", "C2", "C3"),
+        help="R(n) = C0 + C1 n + C2 n^2 + C3 n^3 seconds for the modeled clock "
+        "(default: this machine's calibration, else 0.05 + 2e-7 n^3)",
+    )
+    run.add_argument("--benchmark-option", action="append", metavar="KEY=VALUE", help="repeatable")
+    run.add_argument(
+        "--policy-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="repeatable; values are JSON (numbers, lists, true/false) or plain text",
+    )
+    run.add_argument("--store", help="also save the run into this result store (SQLite)")
     run.add_argument("--quiet", action="store_true", help="no live progress")
 
-    bench = sub.add_parser("bench", help="run a campaign into the result store")
-    bench.add_argument("config", nargs="?", help="campaign TOML file")
-    bench.add_argument("--suite", action="append", help="a suite (instead of / besides a config)")
-    bench.add_argument("--store", default=DEFAULT_STORE)
-    bench.add_argument("--workers", type=_positive_int, default=1)
-    bench.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786")
-    bench.add_argument("--retry-failed", action="store_true")
-    bench.add_argument("--no-progress", action="store_true")
+    bench = add(
+        "bench",
+        "run a campaign into the result store",
+        "Run a campaign (benchmarks x policies x seeds) into an SQLite result store. "
+        "Rerunning the same command resumes: stored runs are skipped. The campaign file "
+        "format is documented in docs/campaigns.md.",
+    )
+    bench.add_argument("config", nargs="?", help="campaign TOML file (see docs/campaigns.md)")
+    bench.add_argument(
+        "--suite", action="append", help="a suite of `dynbo list suites` (instead of a config)"
+    )
+    bench.add_argument("--store", default=DEFAULT_STORE, help="result store (SQLite file)")
+    bench.add_argument("--workers", type=_positive_int, default=1, help="local worker processes")
+    bench.add_argument(
+        "--scheduler", help="Dask scheduler address, e.g. tcp://host:8786 (overrides --workers)"
+    )
+    bench.add_argument(
+        "--retry-failed", action="store_true", help="also rerun runs stored as failed"
+    )
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    lister = sub.add_parser("list", help="benchmarks, suites and policies")
+    lister = add("list", "benchmarks, suites and policies", "List what dynbo provides.")
     lister.add_argument(
         "what", nargs="?", default="all", choices=["all", "benchmarks", "suites", "policies"]
     )
 
-    cal = sub.add_parser("calibrate", help="fit this machine's response-time model R(n)")
-    cal.add_argument("--policy", default="st-gp-ucb")
-    cal.add_argument("--sizes", type=_positive_int, nargs="+", default=[25, 50, 100, 200, 400])
-    cal.add_argument("--dim", type=_positive_int, default=3)
-    cal.add_argument("--repeats", type=_positive_int, default=3)
+    cal = add(
+        "calibrate",
+        "fit this machine's response-time model R(n)",
+        "Time a policy's iterations at several dataset sizes and fit the cubic R(n) the "
+        "modeled clock uses.",
+    )
+    cal.add_argument("--policy", default="st-gp-ucb", help="policy to time")
+    cal.add_argument(
+        "--sizes",
+        type=_positive_int,
+        nargs="+",
+        default=[25, 50, 100, 200, 400],
+        help="dataset sizes to time",
+    )
+    cal.add_argument("--dim", type=_positive_int, default=3, help="spatial dimension")
+    cal.add_argument("--repeats", type=_positive_int, default=3, help="timed calls per size")
     cal.add_argument("--output", help="where to write the model (default: the user cache)")
 
-    export = sub.add_parser("export", help="export runs and iterations to CSV or Parquet")
-    export.add_argument("--store", default=DEFAULT_STORE)
+    export = add(
+        "export",
+        "export runs and iterations to CSV or Parquet",
+        "Write the runs and iterations tables of a store (opened read-only) to files.",
+    )
+    export.add_argument("--store", default=DEFAULT_STORE, help="result store (SQLite file)")
     export.add_argument("--format", default="csv", choices=["csv", "parquet"])
     export.add_argument("--out", required=True, help="output directory")
     export.add_argument("--campaign", help="only this campaign id")
@@ -124,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dynbo import benchmarks
     from dynbo.harness import RunSpec, Store, execute, make_protocol
-    from dynbo.policies import available, make
+    from dynbo.policies import available, make, option_defaults, policy_class
 
     if args.benchmark not in benchmarks.names():
         raise CliError(f"unknown benchmark {args.benchmark!r}; see `dynbo list benchmarks`")
@@ -143,7 +242,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bench = benchmarks.get(args.benchmark, **bench_options)
     except TypeError as err:
         raise CliError(str(err)) from None
-    policy_options = _options(args.policy_option, "policy")
+    policy_options = _options(
+        args.policy_option, "policy", option_defaults(policy_class(args.policy))
+    )
     # build the policy once now, so that a bad option is an error, not a failed run
     make(args.policy, bounds=bench.bounds, seed=args.seed, **policy_options)
     spec = RunSpec(
@@ -167,9 +268,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    result = execute(spec, on_iteration=None if args.quiet else show, benchmark=bench)
-    if not args.quiet:
-        print(file=sys.stderr)
+    try:
+        result = execute(spec, on_iteration=None if args.quiet else show, benchmark=bench)
+    finally:
+        if not args.quiet:
+            print(file=sys.stderr)  # end the progress line (also on Ctrl-C)
     if store is not None:
         with store:
             store.save_run(result)
@@ -181,7 +284,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from dynbo.harness import Store, build_campaign, load_campaign, run_campaign
+    from dynbo.harness import (
+        Store,
+        build_campaign,
+        load_campaign,
+        run_campaign,
+        validate_campaign,
+    )
     from dynbo.report.tables import summary_table
 
     if args.config is None and not args.suite:
@@ -198,15 +307,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             + ", ".join(campaign.skipped_policies),
             file=sys.stderr,
         )
+    # every run's configuration is checked before the store is created or touched
+    validate_campaign(campaign)
     with Store(args.store) as store:
-        outcome = run_campaign(
-            campaign,
-            store,
-            workers=args.workers,
-            scheduler=args.scheduler,
-            retry_failed=args.retry_failed,
-            progress=not args.no_progress,
-        )
+        try:
+            outcome = run_campaign(
+                campaign,
+                store,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                retry_failed=args.retry_failed,
+                progress=not args.no_progress,
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"finished runs are stored in {args.store}; run the same command to resume"
+            ) from None
         print(
             f"campaign {campaign.name} ({outcome.campaign_id}): {outcome.total} runs, "
             f"{outcome.skipped} already stored, {outcome.done} done, {outcome.failed} failed; "
@@ -223,25 +339,53 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from dynbo.policies import available, policy_class
 
     if args.what in ("all", "benchmarks"):
-        print("benchmarks:")
-        print(f"  {'name':<22}{'d':>3}  {'noise':>9}  {'c (s)':>6}  {'horizon':>9}  source")
-        for name in benchmarks.names():
-            info = benchmarks.get(name).info()
-            print(
-                f"  {info.name:<22}{info.dim:>3}  {info.noise_variance:>9.4g}  {info.cost:>6.3g}  "
-                f"{info.horizon:>7g} {info.time_unit:<2} {info.reference}"
+        infos = [benchmarks.get(name).info() for name in benchmarks.names()]
+        rows = [
+            (
+                i.name,
+                str(i.dim),
+                f"{i.noise_variance:.4g}",
+                f"{i.cost:.3g}",
+                f"{i.horizon:g} {i.time_unit}",
+                i.reference,
             )
+            for i in infos
+        ]
+        print("benchmarks (d: spatial dimension; noise: variance; c: seconds per evaluation):")
+        _print_table(("name", "d", "noise", "c (s)", "horizon", "source"), rows, "llrrrl")
     if args.what in ("all", "suites"):
         print("suites:")
+        rows = []
         for name in benchmarks.suites():
             suite = benchmarks.suite(name)
             labels = ", ".join(e.label for e in suite.entries)
-            print(f"  {name:<8} clock={suite.clock:<9} seeds={suite.seeds:<3} {labels}")
+            rows.append((name, suite.clock, str(suite.seeds), labels))
+        _print_table(("name", "clock", "seeds", "benchmarks"), rows, "llrl")
     if args.what in ("all", "policies"):
         print("policies:")
-        for name in available():
-            print(f"  {name:<16} {policy_class(name).reference}")
+        rows = [(name, policy_class(name).reference) for name in available()]
+        _print_table(("name", "algorithm"), rows, "ll")
     return 0
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> None:
+    """Columns as wide as their longest cell (the last column is not padded)."""
+    widths = [max(len(r[j]) for r in [header, *rows]) for j in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for j, cell in enumerate(cells):
+            if j == len(cells) - 1:
+                parts.append(cell)
+            elif align[j] == "r":
+                parts.append(cell.rjust(widths[j]))
+            else:
+                parts.append(cell.ljust(widths[j]))
+        return "  " + "  ".join(parts)
+
+    print(line(header))
+    for row in rows:
+        print(line(row))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -268,7 +412,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     if not Path(args.store).exists():
         raise CliError(f"no result store at {args.store}")
-    with Store(args.store) as store:
+    with Store(args.store, read_only=True) as store:
         if args.campaign is not None and args.campaign not in store.campaign_ids():
             raise CliError(
                 f"no campaign {args.campaign!r} in {args.store}; "
@@ -288,15 +432,27 @@ _COMMANDS = {
 }
 
 
+def _describe(err: BaseException) -> str:
+    """One line for an error: an OSError says what failed on which path, in words."""
+    if isinstance(err, OSError) and err.strerror:
+        where = err.filename if err.filename is not None else ""
+        other = f" -> {err.filename2}" if getattr(err, "filename2", None) else ""
+        return f"{err.strerror}: {where}{other}" if where else err.strerror
+    text = str(err)
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dynbo`` command; returns the exit status."""
     try:
         args = _parser().parse_args(argv)
         return _COMMANDS[args.command](args)
     except (CliError, ValueError, TypeError, OSError, sqlite3.Error) as err:
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dynbo: error: {message}", file=sys.stderr)
+        print(f"dynbo: error: {_describe(err)}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(f"dynbo: interrupted: {err}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("dynbo: interrupted", file=sys.stderr)
         return 130

@@ -180,7 +180,7 @@ def spectral_density(family: FamilyLike, s: np.ndarray, lengthscale: float) -> n
     """One-dimensional spectral density ``S(s) = int k(tau) exp(-2 pi i s tau) dtau``.
 
     ``s`` is in cycles per time unit, so ``int_R S(s) ds = k(0) = 1``
-    (W-DBO eq. 62 and 66 for one dimension; the spec's section 0.3).
+    (W-DBO eq. 62 and 66 for one dimension).
     """
     fam = as_family(family)
     s = np.asarray(s, dtype=float)

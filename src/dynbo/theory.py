@@ -1,4 +1,5 @@
-"""Results of the BOLT paper (SEED-000) that need no GP: the maximal useful dataset size.
+"""Results of the BOLT paper (Bardou & Thiran 2025) that need no GP: the maximal useful
+dataset size.
 
 Theorem 3.8 bounds the regret of a TVBO algorithm whose dataset holds the ``n`` most
 recent observations, taken every ``R(n)`` seconds; the bound is smallest when
@@ -132,11 +133,24 @@ class ResponseTimeModel:
         return {"coefficients": list(self.coefficients)}
 
 
-def fit_cubic(sizes: Sequence[float], durations: Sequence[float]) -> ResponseTimeModel:
+def fit_cubic(
+    sizes: Sequence[float],
+    durations: Sequence[float],
+    weights: Sequence[float] | None = None,
+) -> ResponseTimeModel:
     """Least-squares cubic with non-negative coefficients (NNLS) through ``(n, seconds)`` pairs.
 
     Non-negativity keeps the fitted ``R(n)`` non-negative and increasing (BOLT needs both;
-    spec section 7.2).
+    BOLT Sec. 4).
+
+    Args:
+        sizes: ``(m,)`` dataset sizes.
+        durations: ``(m,)`` response times (seconds).
+        weights: ``(m,)`` positive weights of the squared residuals (default ones). With
+            ``durations`` the means of ``c_j`` measurements at each size and ``weights =
+            c_j``, the fit equals the unweighted fit to all measurements (the residual
+            sum of squares differs by a constant), so a long run can keep one aggregate
+            per size instead of every measurement.
     """
     n = np.asarray(sizes, dtype=float)
     d = np.asarray(durations, dtype=float)
@@ -144,8 +158,12 @@ def fit_cubic(sizes: Sequence[float], durations: Sequence[float]) -> ResponseTim
         raise ValueError("sizes and durations must be 1-D arrays of the same non-zero length")
     if not (np.isfinite(n).all() and np.isfinite(d).all()):
         raise ValueError("sizes and durations must be finite")
+    w = np.ones_like(n) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != n.shape or not (np.isfinite(w).all() and (w > 0).all()):
+        raise ValueError("weights must be positive and finite, one per size")
+    root = np.sqrt(w)
     design = np.stack([np.ones_like(n), n, n**2, n**3], axis=1)
     # Columns span many orders of magnitude; scaling them keeps NNLS well conditioned.
     scale = np.maximum(np.abs(design).max(axis=0), 1e-300)
-    coef, _ = scipy.optimize.nnls(design / scale, d)
+    coef, _ = scipy.optimize.nnls(design / scale * root[:, None], d * root)
     return ResponseTimeModel(tuple(float(c) for c in coef / scale))  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 Papers differ in whether the width multiplies sigma by ``sqrt(beta)`` (Srinivas et al.,
 Bogunovic et al., ET-GP-UCB, W-DBO, BoTorch) or by ``beta`` itself (the SparQ family,
-whose ``beta_t`` is already a confidence radius); see the spec's section 0.4. Here a
+whose ``beta_t`` is already a confidence radius); see ``docs/design.md``. Here a
 schedule returns ``beta`` and :class:`UpperConfidenceBound` takes ``kappa`` directly, so
 each policy states which convention it follows.
 """
@@ -40,7 +40,7 @@ class DatasetSizeBeta:
     """``beta = scale * d * log(2 n)`` (default ``scale = 0.2``).
 
     The schedule of the official W-DBO code, used for every policy in the W-DBO and BOLT
-    comparisons (spec section 6.6). ``n`` is the dataset size, at least 1.
+    comparisons. ``n`` is the dataset size, at least 1.
     """
 
     scale: float = 0.2
@@ -57,7 +57,8 @@ class LogTimeBeta:
     """``beta_t = c1 log(c2 t)``, clamped at 0 (Bogunovic et al. 2016, Sec. 5; ET-GP-UCB).
 
     ``t`` is the 1-based iteration index. Defaults ``c1 = 0.8, c2 = 4`` (synthetic
-    experiments of SEED-002). ``c1 log(c2 t)`` is negative for ``t < 1/c2``, hence the clamp.
+    experiments of Bogunovic, Scarlett & Cevher 2016). ``c1 log(c2 t)`` is negative for
+    ``t < 1/c2``, hence the clamp.
     """
 
     c1: float = 0.8

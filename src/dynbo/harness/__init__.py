@@ -8,6 +8,7 @@ from dynbo.harness.campaign import (
     load_campaign,
     make_protocol,
     run_campaign,
+    validate_campaign,
 )
 from dynbo.harness.clocks import CLOCK_MODES, Clock, ResponseTimeModel, fit_cubic, load_calibration
 from dynbo.harness.loop import Protocol, RunResult, RunSpec, execute, summarize
@@ -32,4 +33,5 @@ __all__ = [
     "make_protocol",
     "run_campaign",
     "summarize",
+    "validate_campaign",
 ]

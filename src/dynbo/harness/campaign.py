@@ -24,18 +24,31 @@ from their start).
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from dynbo.harness.clocks import load_calibration
-from dynbo.harness.loop import Protocol, RunResult, RunSpec, execute, to_json
+from dynbo.harness.loop import (
+    Protocol,
+    RunResult,
+    RunSpec,
+    benchmark_options,
+    execute,
+    make_run_policy,
+    to_json,
+)
 from dynbo.harness.store import Store
 
 if sys.version_info >= (3, 11):
@@ -49,10 +62,11 @@ __all__ = [
     "DEFAULT_RESPONSE_TIME",
     "load_campaign",
     "run_campaign",
+    "validate_campaign",
 ]
 
 #: R(n) = 0.05 + 2e-7 n^3 s: the modeled clock's default when neither the config nor a
-#: calibration file gives one (BOLT's worked example, spec section 7.2).
+#: calibration file gives one (the order of magnitude of BOLT's worked example).
 DEFAULT_RESPONSE_TIME = (0.05, 0.0, 0.0, 2e-7)
 
 _TOP_KEYS = {"name", "suites", "benchmarks", "policies", "seeds", "protocol"}
@@ -303,8 +317,94 @@ def load_campaign(path: str | os.PathLike[str]) -> Campaign:
     return build_campaign(config)
 
 
+def validate_campaign(campaign: Campaign) -> None:
+    """Build every distinct benchmark and policy of the campaign once, running nothing.
+
+    A campaign whose configuration cannot run (an unknown option, a value of the wrong
+    type, a negative noise variance) is rejected before its first run, instead of
+    storing every run as failed.
+
+    Raises:
+        ValueError: naming the benchmark, policy and problem of the first invalid run.
+    """
+    from dynbo.benchmarks import get
+
+    benchmarks: dict[str, Any] = {}
+    checked: set[str] = set()
+    for spec in campaign.specs:
+        where = f"benchmark {spec.display_benchmark!r}"
+        try:
+            options = benchmark_options(spec)
+            key = to_json([spec.benchmark, options])
+            if key not in benchmarks:
+                benchmarks[key] = get(spec.benchmark, **options)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"invalid campaign: {where}: {err}") from None
+        policy_key = to_json([key, spec.policy, spec.policy_options, spec.protocol.as_dict()])
+        if policy_key in checked:
+            continue
+        bench = benchmarks[key]
+        horizon = float(spec.protocol.horizon or bench.horizon)
+        try:
+            make_run_policy(spec, bench, horizon)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"invalid campaign: policy {spec.policy!r} on {where}: {err}"
+            ) from None
+        checked.add(policy_key)
+
+
 def _worker_execute(spec: RunSpec) -> RunResult:
     return execute(spec)
+
+
+#: prctl(2) option: the signal a process receives when its parent dies (Linux)
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Set up a pool worker: Ctrl-C is the parent's to handle, and the worker dies with it.
+
+    Without this, a parent killed by SIGKILL leaves its workers (hundreds of MB each)
+    computing runs nobody will store, for ever.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watchdog
+            pass
+    if os.getppid() != parent_pid:  # the parent died before we got here
+        os._exit(1)
+
+    def watchdog() -> None:
+        # portable fallback (and cover for a parent thread that exits): poll the parent
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watchdog, name="dynbo-parent-watchdog", daemon=True).start()
+
+
+@contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ignore SIGINT while worker processes are started.
+
+    A worker inherits an ignored SIGINT (Python keeps a disposition its parent changed),
+    so a Ctrl-C on the terminal, which reaches the whole process group, interrupts only
+    the parent, even while a worker is still importing; the parent then stops the
+    workers itself. The window is the few milliseconds the pool needs to start them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _pin_threads(threads: int) -> dict[str, str | None]:
@@ -347,6 +447,7 @@ def run_campaign(
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    validate_campaign(campaign)
     store.add_campaign(campaign.campaign_id, campaign.name, dict(campaign.config))
     store.link(campaign.campaign_id, [s.run_id for s in campaign.specs])
     stored = store.completed_run_ids(include_failed=not retry_failed)
@@ -400,13 +501,58 @@ def run_campaign(
 def _run_on_pool(
     specs: list[RunSpec], workers: int, record: Callable[[RunResult, int], None]
 ) -> None:
+    """Run ``specs`` on ``workers`` processes, recording each result as it arrives.
+
+    On Ctrl-C the runs not started are cancelled, the workers are terminated at once
+    (their half-done runs are redone on resume), the runs already finished are
+    recorded, and the ``KeyboardInterrupt`` propagates.
+    """
     # spawn: a fresh interpreter per worker, safe with torch's and BLAS's thread pools
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_worker_execute, spec) for spec in specs}
-        while futures:
-            finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
+    pending: set[Future[RunResult]] = set()
+    try:
+        with _interrupts_ignored():
+            # submitting starts the workers (one per submission up to ``workers``)
+            pending = {pool.submit(_worker_execute, spec) for spec in specs}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                record(future.result(), min(workers, len(futures)))
+                pending.discard(future)
+                record(future.result(), min(workers, len(pending)))
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        _terminate_workers(pool)
+        # runs that finished while the interrupt arrived are kept, not redone
+        for future in pending:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                record(future.result(), 0)
+        raise
+    else:
+        pool.shutdown(wait=True)
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool's worker processes now (Python < 3.14 has no public way)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:  # pragma: no cover - Python >= 3.14
+        terminate()
+        return
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():  # pragma: no cover - a worker that ignores SIGTERM
+            process.kill()
+            process.join(timeout=5)
 
 
 def _run_on_dask(
@@ -420,12 +566,17 @@ def _run_on_dask(
         ) from None
     own_client = not isinstance(scheduler, Client)
     client = Client(scheduler) if own_client else scheduler
+    futures = []
     try:
         futures = client.map(_worker_execute, specs, pure=False)
         remaining = len(futures)
         for future in as_completed(futures):
             remaining -= 1
             record(future.result(), remaining)
+    except BaseException:
+        # an interrupt (or a failed record) must not leave the cluster computing
+        client.cancel([f for f in futures if not f.done()])
+        raise
     finally:
         if own_client:
             client.close()

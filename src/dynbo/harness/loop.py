@@ -1,6 +1,6 @@
 """One run: a benchmark, a policy, a seed and a protocol, iterated until the horizon.
 
-The loop follows the protocol (``../shared/spec/protocol.md``):
+The loop follows the papers' protocol (``docs/harness.md``):
 
 1. Warm-up: ``warmup`` points drawn uniformly in ``S`` (or among the benchmark's
    candidates), at times drawn uniformly in ``[0, warmup_fraction * T]`` and sorted; the
@@ -202,7 +202,12 @@ def _make_benchmark(spec: RunSpec) -> Benchmark:
     return get(spec.benchmark, **benchmark_options(spec))
 
 
-def _make_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
+def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
+    """The policy a run uses: the spec's options plus what the benchmark and horizon say.
+
+    The benchmark's candidates and temporal kernel, and the horizon as the time unit of
+    the temporal prior, are defaults the spec's options may override.
+    """
     from dynbo.policies import make
 
     options = dict(spec.policy_options)
@@ -242,6 +247,12 @@ def _row(
 ) -> dict[str, Any]:
     f_value = float(bench.f(np.asarray(x, dtype=float).reshape(1, -1), t)[0])
     _, f_max = bench.optimum(t)
+    for what, value in (("observation", y), ("noiseless value", f_value), ("optimum", f_max)):
+        if not math.isfinite(float(value)):
+            # a run with such a record cannot be scored; it ends here as failed
+            raise ValueError(
+                f"the benchmark returned a non-finite {what} ({float(value)}) at t = {t:g}"
+            )
     return {
         "k": k,
         "warmup": int(warmup),
@@ -287,7 +298,7 @@ def execute(
         cost = float(bench.cost if protocol.cost is None else protocol.cost)
         design_rng = np.random.default_rng([int(spec.seed), 0])
         noise_rng = np.random.default_rng([int(spec.seed), 1])
-        policy = _make_policy(spec, bench, horizon)
+        policy = make_run_policy(spec, bench, horizon)
         for i, (x, t) in enumerate(_warmup_design(bench, protocol, horizon, design_rng)):
             y = bench.observe(x, t, noise_rng)
             policy.observe(x, t, y)

@@ -9,7 +9,9 @@ same run is never stored twice, whichever campaign asks for it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -112,15 +114,46 @@ CREATE TABLE IF NOT EXISTS timings (
 """
 
 
+_REQUIRED_NUMBERS = ("k", "warmup", "s", "t", "y", "f", "f_max", "regret")
+
+
+def _storable(result: RunResult) -> RunResult:
+    """``result``, or a failed copy cut before its first record that cannot be stored."""
+    for index, row in enumerate(result.iterations):
+        for column in _REQUIRED_NUMBERS:
+            value = row.get(column)
+            if value is None or not math.isfinite(float(value)):
+                message = (
+                    f"ValueError: record k = {row.get('k')} has {column} = {value!r}; "
+                    "a run with a non-finite value cannot be scored"
+                )
+                kept = result.iterations[:index]
+                kept_ks = {r["k"] for r in kept}
+                return dataclasses.replace(
+                    result,
+                    status="failed",
+                    iterations=kept,
+                    timings=[r for r in result.timings if r["k"] in kept_ks],
+                    error=message if result.error is None else f"{message}\n{result.error}",
+                )
+    return result
+
+
 class Store:
     """A dynbo result database.
 
     Args:
-        path: the SQLite file (created if missing).
+        path: the SQLite file (created if missing, unless ``read_only``).
+        read_only: open an existing store for reading only: nothing is created or
+            changed, on a read-only file system too (commands that only read use this).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            self._conn = self._open_read_only()
+            return
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -144,6 +177,32 @@ class Store:
                     )
         except sqlite3.DatabaseError as err:
             raise ValueError(f"cannot open result store {self.path}: {err}") from None
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise ValueError(f"no result store at {self.path}")
+        # With no write-ahead log beside it no writer is active, and 'immutable' reads
+        # without creating the -wal/-shm files a read-only WAL connection otherwise
+        # leaves (and cannot create on a read-only file system). With a log, a
+        # campaign may be writing: read through the log.
+        wal = Path(f"{self.path}-wal")
+        mode = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+        uri = f"{self.path.resolve().as_uri()}?{mode}"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if not {"meta", "runs", "iterations", "campaigns"} <= tables:
+                conn.close()
+                raise ValueError(f"{self.path} is not a dynbo result store")
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"cannot read result store {self.path}: {err}") from None
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            conn.close()
+            raise ValueError(
+                f"{self.path} has store schema {row and row[0]}, this dynbo reads {SCHEMA_VERSION}"
+            )
+        return conn
 
     def close(self) -> None:
         self._conn.close()
@@ -186,7 +245,12 @@ class Store:
         """Store a run atomically; returns False if it was already stored as finished.
 
         A stored failure is replaced by the new outcome (a retry's success or new error).
+        A record with a missing or non-finite value where the schema needs a number
+        (a NaN from an objective) cannot be stored: the run is then stored as failed,
+        with the records before it, so that a campaign goes on and a resume does not
+        retry it.
         """
+        result = _storable(result)
         spec = result.spec
         run_id = spec.run_id
         with self._transaction():

@@ -11,6 +11,7 @@ from dynbo.policies.base import (
     Query,
     available,
     make,
+    option_defaults,
     policy_class,
     register,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "SpatioTemporalGPUCB",
     "available",
     "make",
+    "option_defaults",
     "policy_class",
     "register",
 ]

@@ -51,7 +51,17 @@ from dynbo.validation import (
     real_array,
 )
 
-__all__ = ["Query", "Dataset", "Diagnostics", "Policy", "register", "make", "available"]
+__all__ = [
+    "Query",
+    "Dataset",
+    "Diagnostics",
+    "Policy",
+    "register",
+    "make",
+    "available",
+    "option_defaults",
+    "policy_class",
+]
 
 STATE_FORMAT = 2
 
@@ -71,8 +81,8 @@ def make(name: str, **config: Any) -> Policy:
     if name not in _REGISTRY:
         raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
     cls = _REGISTRY[name]
-    accepted = _accepted_options(cls)
-    unknown = sorted(set(config) - accepted)
+    accepted = option_defaults(cls)
+    unknown = sorted(set(config) - set(accepted))
     if unknown:
         raise ValueError(
             f"unknown option(s) {', '.join(map(repr, unknown))} for policy {name!r}; "
@@ -81,17 +91,23 @@ def make(name: str, **config: Any) -> Policy:
     return cls(**config)
 
 
-def _accepted_options(cls: type[Policy]) -> set[str]:
-    """Keyword arguments of a policy class and of its bases (up to :class:`Policy`)."""
-    names: set[str] = set()
+def option_defaults(cls: type[Policy]) -> dict[str, Any]:
+    """Keyword options of a policy class and of its bases (up to :class:`Policy`).
+
+    Returns:
+        ``name -> default`` (``inspect.Parameter.empty`` for ``bounds``).
+    """
+    out: dict[str, Any] = {}
     for klass in cls.__mro__:
         if klass is object or "__init__" not in klass.__dict__:
             continue
         parameters = inspect.signature(klass.__init__).parameters
-        names |= {p for p, v in parameters.items() if v.kind is v.KEYWORD_ONLY or p == "bounds"}
+        for p, v in parameters.items():
+            if v.kind is v.KEYWORD_ONLY or p == "bounds":
+                out.setdefault(p, v.default)
         if klass is Policy:
             break
-    return names
+    return out
 
 
 def available() -> list[str]:

@@ -1,4 +1,5 @@
-"""BOLT (Bardou & Thiran, "Optimizing Through Change", SEED-000, Algorithm 1).
+"""BOLT (Bardou & Thiran 2025, "Optimizing Through Change: Bounds and Recommendations for
+Time-Varying Bayesian Optimization Algorithms", Algorithm 1).
 
 W-DBO's surrogate and relevancy criterion, but the removal budget is replaced by a
 principled cap: the maximal useful dataset size ``n* = argmax_n sum_{i<=n} k_T(i R(n))^2``
@@ -9,6 +10,11 @@ cleaning, Sec. 4), fits a cubic with non-negative coefficients to the ``(n, dura
 pairs, recomputes ``n*`` every iteration (warm-started discrete ascent) and, while the
 dataset is larger than ``n*``, removes the observation whose removal moves the GP least
 in the Wasserstein sense (eq. 12).
+
+The measurements are kept as one aggregate per dataset size (count and sum of
+durations) and the cubic is fitted to the means weighted by the counts: the same
+least-squares problem as on every pair, in memory bounded by the number of distinct
+sizes instead of growing by one pair per iteration for ever.
 """
 
 from __future__ import annotations
@@ -43,7 +49,10 @@ class BOLT(Policy):
     """
 
     name = "bolt"
-    reference = "Bardou & Thiran (2025), BOLT, SEED-000 Algorithm 1 and eq. 9"
+    reference = (
+        "Bardou & Thiran (2025), Optimizing Through Change: Bounds and Recommendations for "
+        "Time-Varying Bayesian Optimization Algorithms, Algorithm 1 and eq. 9"
+    )
     models_time = True
 
     def __init__(
@@ -68,8 +77,8 @@ class BOLT(Policy):
         self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
         self.remove_until_cap = boolean("remove_until_cap", remove_until_cap)
         self.paper_compat = boolean("paper_compat", paper_compat)
-        self._response_sizes: list[int] = []
-        self._response_durations: list[float] = []
+        # dataset size -> [number of measurements, sum of their durations (s)]
+        self._responses: dict[int, list[float]] = {}
         self._previous_time: float | None = None
         self._previous_size = 0
         self._max_size: int | None = None
@@ -81,16 +90,18 @@ class BOLT(Policy):
 
     def response_time_model(self) -> tuple[float, float, float, float] | None:
         """Coefficients of the fitted ``R(n)`` (``None`` with too few distinct sizes)."""
-        if len(set(self._response_sizes)) < self.min_response_points:
+        if len(self._responses) < self.min_response_points:
             return None
-        return fit_cubic(self._response_sizes, self._response_durations).coefficients
+        table = self.response_dataset()
+        return fit_cubic(table[:, 0], table[:, 1], weights=table[:, 2]).coefficients
 
     def _prepare(self, t: float, diag: Diagnostics) -> None:
         # The duration between two clock reads belongs to the dataset size at the
         # start of the earlier iteration (BOLT Sec. 4).
         if self._previous_time is not None:
-            self._response_sizes.append(self._previous_size)
-            self._response_durations.append(t - self._previous_time)
+            entry = self._responses.setdefault(self._previous_size, [0, 0.0])
+            entry[0] += 1
+            entry[1] += t - self._previous_time
         self._previous_time = t
         self._previous_size = self.dataset_size
 
@@ -135,20 +146,24 @@ class BOLT(Policy):
 
     def _extra_state(self) -> dict[str, Any]:
         return {
-            "response_sizes": list(self._response_sizes),
-            "response_durations": list(self._response_durations),
+            "responses": {str(n): list(v) for n, v in self._responses.items()},
             "previous_time": self._previous_time,
             "previous_size": self._previous_size,
             "max_size": self._max_size,
         }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._response_sizes = [int(v) for v in state["response_sizes"]]
-        self._response_durations = [float(v) for v in state["response_durations"]]
+        self._responses = {
+            int(n): [int(count), float(total)] for n, (count, total) in state["responses"].items()
+        }
         self._previous_time = state["previous_time"]
         self._previous_size = int(state["previous_size"])
         self._max_size = None if state["max_size"] is None else int(state["max_size"])
 
     def response_dataset(self) -> np.ndarray:
-        """``(m, 2)`` array of the measured ``(n, seconds)`` pairs."""
-        return np.column_stack([self._response_sizes, self._response_durations])
+        """``(m, 3)`` array: dataset size, mean response time (s), number of measurements.
+
+        One row per distinct dataset size measured, in increasing size.
+        """
+        rows = [(n, total / count, count) for n, (count, total) in sorted(self._responses.items())]
+        return np.asarray(rows, dtype=float).reshape(-1, 3)

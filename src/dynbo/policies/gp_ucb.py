@@ -1,7 +1,8 @@
 """GP-UCB that keeps every observation: the static baseline and its spatio-temporal twin.
 
 * :class:`GPUCB` (``"gp-ucb"``): Srinivas et al. (2010) with a spatial kernel only; the
-  control solution of the W-DBO and BOLT comparisons (SEED-001 Sec. 5, SEED-000 Sec. 5).
+  control solution of the W-DBO and BOLT comparisons (Bardou, Thiran & Ranieri 2024,
+  Sec. 5; Bardou & Thiran 2025, Sec. 5).
   It treats the objective as static, so old observations are as trusted as new ones.
 * :class:`SpatioTemporalGPUCB` (``"st-gp-ucb"``): the W-DBO / BOLT surrogate
   (``lambda k_S k_T``, online hyperparameters, GP-UCB at the present time) with no
@@ -24,7 +25,10 @@ class GPUCB(Policy):
     """
 
     name = "gp-ucb"
-    reference = "Srinivas et al. (2010), GP-UCB; baseline of W-DBO (SEED-001) and BOLT (SEED-000)"
+    reference = (
+        "Srinivas, Krause, Kakade & Seeger (2010), Gaussian Process Optimization in the "
+        "Bandit Setting"
+    )
     models_time = False
 
 
@@ -36,5 +40,5 @@ class SpatioTemporalGPUCB(Policy):
     """
 
     name = "st-gp-ucb"
-    reference = "W-DBO (SEED-001) Algorithm 1 without lines 9-20"
+    reference = "Bardou, Thiran & Ranieri (2024), W-DBO Algorithm 1 without its removals"
     models_time = True

@@ -1,4 +1,5 @@
-"""W-DBO (Bardou, Thiran & Ranieri, "This Too Shall Pass", SEED-001, Algorithm 1).
+"""W-DBO (Bardou, Thiran & Ranieri 2024, "This Too Shall Pass: Removing Stale
+Observations in Dynamic Bayesian Optimization", Algorithm 1).
 
 GP-UCB at the present time on the spatio-temporal GP ``lambda k_S k_T`` with online
 hyperparameters, plus a removal step: observations whose removal changes the GP
@@ -12,6 +13,16 @@ An iteration of :meth:`suggest` follows the paper's loop in order: hyperparamete
 elapsed since the previous iteration (lines 22-24), acquisition at the present time
 (line 5 of the next pass). Removals use the relevancy module's rank-one updates and the
 GP's O(n^2) downdate; nothing is refit inside the loop.
+
+When the relevancies are scored differs from the paper by default. In Algorithm 1 the
+removal loop of iteration ``k`` runs right after the observation at ``t_k`` and scores
+relevancies on the future domain ``S x [t_k, inf)``. In the ask/tell API the cleaning
+of that iteration runs at the start of the next ``suggest(t_{k+1})``, and dynbo scores
+at ``t_{k+1}``: the time the next query is chosen, after the response time has passed.
+That is the present the criterion is meant to measure from (the posterior the next
+acquisition uses), and it is what the ask/tell order gives naturally.
+``relevancy_time="last_observation"`` scores at the newest observation's time instead,
+the paper's ``t_k``, for reproductions (``docs/forgetting.md``).
 """
 
 from __future__ import annotations
@@ -42,11 +53,17 @@ class WDBO(Policy):
         paper_compat: use the paper's printed temporal-SE convolution and the authors'
             package conventions (see :mod:`dynbo.relevancy`); off by default (it is wrong
             by quadrature).
+        relevancy_time: the present of the relevancy criterion: ``"suggest"`` (default,
+            the time given to ``suggest``) or ``"last_observation"`` (the newest
+            observation's time: Algorithm 1's timing).
         **kwargs: the shared :class:`~dynbo.policies.base.Policy` arguments.
     """
 
     name = "wdbo"
-    reference = "Bardou, Thiran & Ranieri (2024), W-DBO, SEED-001 Algorithm 1"
+    reference = (
+        "Bardou, Thiran & Ranieri (2024), This Too Shall Pass: Removing Stale Observations "
+        "in Dynamic Bayesian Optimization, Algorithm 1"
+    )
     models_time = True
 
     def __init__(
@@ -56,6 +73,7 @@ class WDBO(Policy):
         alpha: float = 0.25,
         min_dataset_size: int = 2,
         paper_compat: bool = False,
+        relevancy_time: str = "suggest",
         **kwargs: Any,
     ) -> None:
         super().__init__(bounds, **kwargs)
@@ -64,6 +82,11 @@ class WDBO(Policy):
             raise ValueError(f"alpha must be non-negative, got {alpha!r}")
         self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
         self.paper_compat = boolean("paper_compat", paper_compat)
+        if relevancy_time not in ("suggest", "last_observation"):
+            raise ValueError(
+                f"relevancy_time must be 'suggest' or 'last_observation', got {relevancy_time!r}"
+            )
+        self.relevancy_time = relevancy_time
         self._budget = 1.0
         self._previous_time: float | None = None
 
@@ -76,7 +99,8 @@ class WDBO(Policy):
         removed_times: list[float] = []
         relevancies_removed: list[float] = []
         if self._budget > 1.0 and self.dataset_size > self.min_dataset_size:
-            present = max(t, float(self._t.max()))
+            newest = float(self._t.max())
+            present = newest if self.relevancy_time == "last_observation" else max(t, newest)
             relevancy = WassersteinRelevancy.from_gp(
                 self._gp, present, paper_compat=self.paper_compat
             )
