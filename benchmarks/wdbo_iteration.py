@@ -12,6 +12,14 @@ n = 100 and 0.5 s at n = 25 (150 Adam steps per fit, a refit after every removal
 O(n^4) criterion); the target here is at least 20x faster and below 0.5 s at n = 200, on
 one thread.
 
+What a user's machine does is part of the measurement, so the script controls what it
+can and records the rest: the BLAS/OpenMP thread counts are pinned through the
+environment before NumPy and torch load (and torch's intra- and inter-op pools after),
+one untimed warm-up repeat precedes the timed ones, each size reports the median with
+the minimum and maximum of its repeats, and the JSON records the load average before and
+after and the number of CPUs. A load average near or above the CPU count means other
+work shared the cores and the times are upper bounds; rerun on a quiet machine.
+
     python benchmarks/wdbo_iteration.py [--sizes 25 50 100 200 400] [--threads 1] [--dim 3]
 """
 
@@ -19,13 +27,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
+import sys
 
-import numpy as np
-import torch
 
-from dynbo.policies import Policy, make
+def _pin_threads(argv: list[str]) -> int:
+    """Read ``--threads`` early and pin every thread pool it governs before numpy/torch load."""
+    threads = 1
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            threads = int(argv[i + 1])
+        elif arg.startswith("--threads="):
+            threads = int(arg.split("=", 1)[1])
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    return threads
+
+
+_pin_threads(sys.argv[1:])
+
+import numpy as np  # noqa: E402  (after the thread pools are pinned)
+import torch  # noqa: E402
+
+from dynbo.policies import Policy, make  # noqa: E402
 
 AUTHORS_SECONDS = {25: 0.5, 100: 1.2, 200: 19.8}
 
@@ -48,12 +74,13 @@ def measure(n: int, dim: int, repeats: int, seed: int) -> dict[str, float]:
     state = policy.state_dict()
     size = policy.dataset_size
     rows = []
-    for _ in range(repeats):
+    for _ in range(repeats + 1):
         # every repeat starts from the same state (exact round trip): same n, same budget
         clone = Policy.from_state_dict(state)
         clone.suggest(602.0)
         d = clone.diagnostics
         rows.append((d.fit_seconds, d.acquisition_seconds, d.cleaning_seconds, d.removed))
+    rows = rows[1:]  # the first repeat is the warm-up (allocator, caches, lazy imports)
     fit, acq, clean, removed = (list(col) for col in zip(*rows))
     total = [a + b + c for a, b, c in zip(fit, acq, clean)]
     return {
@@ -62,6 +89,9 @@ def measure(n: int, dim: int, repeats: int, seed: int) -> dict[str, float]:
         "acquisition_seconds": statistics.median(acq),
         "cleaning_seconds": statistics.median(clean),
         "iteration_seconds": statistics.median(total),
+        "iteration_seconds_min": min(total),
+        "iteration_seconds_max": max(total),
+        "repeats": repeats,
         "removed": int(removed[0]),
     }
 
@@ -75,6 +105,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(args.threads)
+    load_before = os.getloadavg()
     results = [measure(n - 2, args.dim, args.repeats, args.seed) for n in args.sizes]
     for row in results:
         if row["n"] in AUTHORS_SECONDS:
@@ -86,6 +118,9 @@ def main() -> None:
             {
                 "benchmark": "wdbo_iteration",
                 "threads": args.threads,
+                "cpus": os.cpu_count(),
+                "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
+                "load_average_1_5_15_min_after": [round(v, 2) for v in os.getloadavg()],
                 "dim": args.dim,
                 "machine": platform.processor() or platform.machine(),
                 "torch": torch.__version__,

@@ -330,3 +330,18 @@ def test_cli_rejects_bad_policy_options_and_seeds(capsys):
         ["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--seed", "-1"], capsys
     )
     assert code == 2 and "--seed" in err
+
+
+def test_the_documented_campaign_example_is_valid(tmp_path):
+    import re
+
+    from dynbo.harness import validate_campaign
+
+    text = (Path(__file__).parent.parent / "docs" / "campaigns.md").read_text()
+    config = tmp_path / "drift.toml"
+    config.write_text(re.search(r"```toml\n(.*?)```", text, re.S).group(1))
+    campaign = load_campaign(config)
+    validate_campaign(campaign)
+    assert campaign.name == "drift-study" and len(campaign) == 3 * 3 * 3
+    assert {s.protocol.clock for s in campaign.specs} == {"modeled"}
+    assert {s.display_benchmark for s in campaign.specs} == {"eggholder", "hartmann3", "ackley-2d"}

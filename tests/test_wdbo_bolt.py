@@ -98,6 +98,69 @@ def test_wdbo_removes_what_the_papers_loop_removes():
     )
 
 
+def paper_removals(policy, present, budget, options):
+    """Lines 9-20 of Algorithm 1 on a copy of ``policy``'s data, scored at ``present``."""
+    shadow = make("wdbo", bounds=[[0, 0], [1, 1]], seed=0, **options)
+    data = policy.dataset
+    for x, t, y in zip(data.x, data.t, data.y):
+        shadow.observe(x, t, y)
+    shadow.model.restandardize()
+    removed, relevancies = [], []
+    while budget > 1 and shadow.dataset_size > 1:
+        values = naive_step(shadow, present=present)
+        i = int(np.argmin(values))
+        if not budget > 1 + values[i]:
+            break
+        removed.append(float(shadow.dataset.t[i]))
+        relevancies.append(float(values[i]))
+        budget /= 1 + values[i]
+        shadow._remove(i)
+    return removed, relevancies
+
+
+@pytest.mark.parametrize("relevancy_time", ["suggest", "last_observation"])
+def test_wdbo_relevancy_time_scores_where_it_says(relevancy_time):
+    # The cleaning of iteration k runs inside suggest(t_{k+1}); "suggest" scores the
+    # relevancies at t_{k+1}, "last_observation" at t_k (the paper's timing).
+    options = {**FIXED, "initial_hyperparameters": {**FIXED["initial_hyperparameters"]}}
+    options["initial_hyperparameters"]["lengthscale_time"] = 2.0
+    p = make(
+        "wdbo",
+        bounds=[[0, 0], [1, 1]],
+        seed=0,
+        alpha=0.5,
+        min_dataset_size=1,
+        relevancy_time=relevancy_time,
+        **options,
+    )
+    rng = np.random.default_rng(5)
+    for t in [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]:
+        x = rng.uniform(0, 1, 2)
+        p.observe(x, t, f(x, t))
+    q = p.suggest(4.0)
+    p.observe(q.x, 4.1, f(q.x, 4.1))
+    p.suggest(6.0)  # b = 1.5^(2 / 2) = 1.5 from here on
+    p.observe(q.x, 6.1, f(q.x, 6.1))
+    budget = p.budget
+    assert budget == pytest.approx(1.5, rel=1e-12)
+    present = {"suggest": 9.0, "last_observation": 6.1}[relevancy_time]
+    expected_times, expected_values = paper_removals(p, present, budget, options)
+    other_times, other_values = paper_removals(p, 15.1 - present, budget, options)
+    assert expected_times != other_times  # the timing changes what is removed here
+    p.suggest(9.0)
+    extra = p.diagnostics.extra
+    assert expected_times and extra["removed_times"] == expected_times
+    np.testing.assert_allclose(extra["removed_relevancies"], expected_values, rtol=1e-9)
+    # the option is part of the configuration and survives a state round trip
+    clone = type(p).from_state_dict(p.state_dict())
+    assert clone.relevancy_time == relevancy_time
+
+
+def test_wdbo_relevancy_time_validation():
+    with pytest.raises(ValueError, match="relevancy_time"):
+        make("wdbo", bounds=[[0], [1]], relevancy_time="now")
+
+
 def test_wdbo_never_goes_below_its_minimum_size_and_validates():
     p = make("wdbo", bounds=[[0], [1]], seed=0, alpha=100.0, min_dataset_size=3, **FIXED)
     for t in np.linspace(0, 1, 6):
@@ -158,6 +221,59 @@ def test_bolt_holds_its_dataset_at_n_star_under_the_modeled_clock():
     assert len(after) > 30
     assert all(abs(n - n_star) <= 1 for n in after)
     assert sum(r["removed"] for r in loop) >= len(after) - 1
+
+
+def test_bolt_response_aggregates_give_the_full_list_fit_with_bounded_memory():
+    # Reference: the same policy keeping every (size, duration) pair, fitted unweighted.
+    from dynbo.policies.bolt import BOLT
+    from dynbo.theory import fit_cubic
+
+    class FullListBOLT(BOLT):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.pairs = []
+
+        def _prepare(self, t, diag):
+            if self._previous_time is not None:
+                self.pairs.append((self._previous_size, t - self._previous_time))
+            super()._prepare(t, diag)
+
+        def response_time_model(self):
+            if len({n for n, _ in self.pairs}) < self.min_response_points:
+                return None
+            sizes, durations = zip(*self.pairs)
+            return fit_cubic(sizes, durations).coefficients
+
+    options = {**FIXED, "initial_hyperparameters": {**FIXED["initial_hyperparameters"]}}
+    options["initial_hyperparameters"]["lengthscale_time"] = 3.0
+    options["candidates"] = np.random.default_rng(1).uniform(0, 1, (64, 2))  # exact, cheap argmax
+    aggregated = make("bolt", bounds=[[0, 0], [1, 1]], seed=0, **options)
+    full = FullListBOLT([[0, 0], [1, 1]], seed=0, **options)
+    rng = np.random.default_rng(0)
+    t, n_stars, held = 0.0, [], 0
+    for _ in range(400):
+        # the protocol's clock: the measured response time R(n) with a +-30 % jitter
+        n = aggregated.dataset_size
+        t += (0.01 + 3e-5 * n**3) * rng.uniform(0.7, 1.3)
+        queries = [policy.suggest(t) for policy in (aggregated, full)]
+        assert aggregated.max_dataset_size == full.max_dataset_size
+        assert np.array_equal(queries[0].x, queries[1].x)
+        if aggregated.max_dataset_size is not None:
+            np.testing.assert_allclose(
+                aggregated.response_time_model(), full.response_time_model(), rtol=1e-7, atol=1e-12
+            )
+            n_stars.append(aggregated.max_dataset_size)
+            held += aggregated.dataset_size <= aggregated.max_dataset_size + 1
+        y = f(queries[0].x, t)
+        for policy in (aggregated, full):
+            policy.observe(queries[0].x, t, y)
+    assert len(n_stars) > 300 and held > 300  # n* was in force for most of the run
+    # memory: one aggregate per distinct size, not one pair per iteration
+    assert len(full.pairs) == 399
+    table = aggregated.response_dataset()
+    assert len(table) <= max(n_stars) + 2 < 30
+    assert table[:, 2].sum() == 399
+    assert len(aggregated.state_dict()["extra"]["responses"]) == len(table)
 
 
 def test_keep_everything_never_removes():

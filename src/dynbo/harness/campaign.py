@@ -1,6 +1,7 @@
 """Campaigns: benchmarks x policies x seeds, run on a process pool or a Dask cluster.
 
-A campaign is described by a TOML file (or the equivalent dict)::
+A campaign is described by a TOML file (or the equivalent dict); ``docs/campaigns.md``
+documents every key with a complete example. In short::
 
     name = "my-campaign"
     suites = ["quick"]                       # benchmarks, policies, seeds, clock of a suite
