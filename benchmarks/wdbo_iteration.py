@@ -60,9 +60,26 @@ def objective(x: np.ndarray, t: float) -> float:
     return float(np.sin(6 * x[0] + t / 40) * np.cos(4 * x[-1] - t / 60) + 0.5 * x.sum())
 
 
-def measure(n: int, dim: int, repeats: int, seed: int) -> dict[str, float]:
+def measure(
+    n: int,
+    dim: int,
+    repeats: int,
+    seed: int,
+    policy_name: str = "wdbo",
+    options: dict | None = None,
+) -> dict[str, float]:
+    """Median seconds of one iteration entering with ``n + 2`` observations (the split too).
+
+    Shared with ``policy_speed.py``: ``policy_name`` and ``options`` choose the policy.
+    """
     rng = np.random.default_rng(seed)
-    policy = make("wdbo", bounds=[[0.0] * dim, [1.0] * dim], seed=seed, time_scale=600.0)
+    policy = make(
+        policy_name,
+        bounds=[[0.0] * dim, [1.0] * dim],
+        seed=seed,
+        time_scale=600.0,
+        **(options or {}),
+    )
     times = np.sort(rng.uniform(0.0, 600.0, n))
     for t in times:
         x = rng.uniform(0, 1, dim)

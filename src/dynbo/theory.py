@@ -1,5 +1,5 @@
-"""Results of the BOLT paper (Bardou & Thiran 2025) that need no GP: the maximal useful
-dataset size.
+"""Results of the papers that need no GP: BOLT's maximal useful dataset size (Bardou &
+Thiran 2025) and R-GP-UCB's block size (Bogunovic, Scarlett & Cevher 2016).
 
 Theorem 3.8 bounds the regret of a TVBO algorithm whose dataset holds the ``n`` most
 recent observations, taken every ``R(n)`` seconds; the bound is smallest when
@@ -17,9 +17,18 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from dynbo.kernels import FamilyLike, correlation_np
+from dynbo.kernels import FamilyLike, as_family, correlation_np
 
-__all__ = ["ResponseTimeModel", "dataset_utility", "fit_cubic", "max_dataset_size"]
+__all__ = [
+    "ResponseTimeModel",
+    "dataset_utility",
+    "fit_cubic",
+    "max_dataset_size",
+    "reset_interval",
+]
+
+#: smoothness nu of the Matern families
+_MATERN_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 
 
 def dataset_utility(
@@ -167,3 +176,35 @@ def fit_cubic(
     scale = np.maximum(np.abs(design).max(axis=0), 1e-300)
     coef, _ = scipy.optimize.nnls(design / scale * root[:, None], d * root)
     return ResponseTimeModel(tuple(float(c) for c in coef / scale))  # type: ignore[arg-type]
+
+
+def reset_interval(
+    epsilon: float, spatial_kernel: FamilyLike, dim: int, horizon: float | None = None
+) -> int:
+    """R-GP-UCB's block size ``N`` (Bogunovic, Scarlett & Cevher 2016, Corollary 4.1, Sec. 5).
+
+    With the constants the paper found by cross-validation::
+
+        SE:      N = ceil(min(T, 12 eps^(-1/4)))
+        Matern:  N = ceil(min(T, 24 eps^(-1/(4 - c)))),  c = d (d + 1) / (2 nu + d (d + 1))
+
+    Args:
+        epsilon: rate of change in (0, 1).
+        spatial_kernel: family of ``k_S`` (``nu`` of a Matern family enters ``c``).
+        dim: spatial dimension ``d``.
+        horizon: ``T`` in steps (``None``: unbounded, the continuous-time variant).
+
+    Returns:
+        ``N >= 1``.
+    """
+    if not 0.0 < epsilon < 1.0:
+        raise ValueError(f"epsilon must be in (0, 1), got {epsilon!r}")
+    family = as_family(spatial_kernel).value
+    if family == "se":
+        size = 12.0 * epsilon ** (-0.25)
+    else:
+        c = dim * (dim + 1) / (2.0 * _MATERN_NU[family] + dim * (dim + 1))
+        size = 24.0 * epsilon ** (-1.0 / (4.0 - c))
+    if horizon is not None:
+        size = min(size, float(horizon))
+    return max(1, math.ceil(size))

@@ -22,15 +22,23 @@ __all__ = [
     "DatasetSizeBeta",
     "LogTimeBeta",
     "ConstantBeta",
+    "InformationGainBeta",
+    "RGPUCBTheoryBeta",
+    "TVGPUCBTheoryBeta",
     "make_beta_schedule",
     "UpperConfidenceBound",
 ]
 
 
 class BetaSchedule(Protocol):
-    """``beta`` as a function of the dataset size ``n``, the iteration ``k`` (1-based) and ``d``."""
+    """``beta`` from the dataset size ``n``, the iteration ``k`` (1-based), ``d`` and the model.
 
-    def __call__(self, *, n: int, iteration: int, dim: int) -> float: ...
+    ``gp`` is the policy's fitted model (only :class:`InformationGainBeta` reads it).
+    """
+
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float: ...
 
     def as_dict(self) -> dict[str, Any]: ...
 
@@ -45,7 +53,9 @@ class DatasetSizeBeta:
 
     scale: float = 0.2
 
-    def __call__(self, *, n: int, iteration: int, dim: int) -> float:
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
         return max(0.0, self.scale * dim * math.log(2 * max(n, 1)))
 
     def as_dict(self) -> dict[str, Any]:
@@ -64,7 +74,9 @@ class LogTimeBeta:
     c1: float = 0.8
     c2: float = 4.0
 
-    def __call__(self, *, n: int, iteration: int, dim: int) -> float:
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
         return max(0.0, self.c1 * math.log(self.c2 * max(iteration, 1)))
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,23 +89,130 @@ class ConstantBeta:
 
     value: float = 2.0
 
-    def __call__(self, *, n: int, iteration: int, dim: int) -> float:
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
         return self.value
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": "constant", "value": self.value}
 
 
+@dataclass(frozen=True)
+class InformationGainBeta:
+    """``beta_t = B + R sqrt(2 (gamma_t + 1 + ln(1/delta)))``: a confidence *radius*.
+
+    The kernel-ridge (IGP-UCB style) radius of the frequentist baselines SW-, BR- and
+    W-GP-UCB (Zhou & Shroff 2021; Deng et al. 2022), with the maximum information gain
+    ``gamma_t`` replaced by the information gain of the data the model holds,
+    ``gamma = (1/2) log det(I + N^{-1/2} K N^{-1/2})`` (``N`` the per-observation
+    regularizers; :meth:`SpatioTemporalGP.information_gain`). ``B`` bounds the RKHS norm
+    of the standardized objective, ``R`` is the sub-Gaussian noise scale (``None``: the
+    model's noise standard deviation). Policies that use it multiply ``sigma`` by
+    ``beta`` itself (``kappa = beta``).
+    """
+
+    B: float = 1.0
+    R: float | None = None
+    delta: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"beta schedule parameter delta must be in (0, 1), got {self.delta}")
+
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
+        gain = 0.0 if gp is None or gp.n == 0 else gp.information_gain()
+        if self.R is not None:
+            scale = self.R
+        elif gp is not None:
+            scale = math.sqrt(gp.hyperparameters.noise)
+        else:
+            scale = 0.0
+        return self.B + scale * math.sqrt(2.0 * (gain + 1.0 + math.log(1.0 / self.delta)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "information_gain", "B": self.B, "R": self.R, "delta": self.delta}
+
+
+def _theory_beta(t: int, dim: int, delta: float, a: float, b: float, r: float, tv: bool) -> float:
+    t2 = float(max(t, 1)) ** 2
+    pi2 = math.pi**2
+    if tv:
+        first, inner = pi2 * t2 / (2 * delta), dim * a * pi2 * t2 / (2 * delta)
+    else:
+        first, inner = 2 * pi2 * t2 / (3 * delta), 2 * dim * a * pi2 * t2 / (3 * delta)
+    return max(
+        0.0,
+        2 * math.log(first) + 2 * dim * math.log(r * dim * b * t2 * math.sqrt(math.log(inner))),
+    )
+
+
+@dataclass(frozen=True)
+class RGPUCBTheoryBeta:
+    """R-GP-UCB's theoretical schedule (Bogunovic, Scarlett & Cevher 2016, eq. 16).
+
+    ``beta_T = 2 log(2 pi^2 T^2 / (3 delta)) + 2 d log(r d b T^2 sqrt(log(2 d a pi^2 T^2
+    / (3 delta))))`` with ``T`` the iteration, ``a, b`` the constants of the kernel's
+    derivative tail bound and ``r`` the domain's side length; clamped at 0.
+    """
+
+    delta: float = 0.1
+    a: float = 1.0
+    b: float = 1.0
+    r: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"beta schedule parameter delta must be in (0, 1), got {self.delta}")
+        for name in ("a", "b", "r"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"beta schedule parameter {name} must be positive")
+
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
+        return _theory_beta(iteration, dim, self.delta, self.a, self.b, self.r, tv=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "r_gp_ucb_theory",
+            "delta": self.delta,
+            "a": self.a,
+            "b": self.b,
+            "r": self.r,
+        }
+
+
+@dataclass(frozen=True)
+class TVGPUCBTheoryBeta(RGPUCBTheoryBeta):
+    """TV-GP-UCB's theoretical schedule (Bogunovic, Scarlett & Cevher 2016, eq. 19).
+
+    ``beta_T = 2 log(pi^2 T^2 / (2 delta)) + 2 d log(r d b T^2 sqrt(log(d a pi^2 T^2 /
+    (2 delta))))``; parameters as :class:`RGPUCBTheoryBeta`.
+    """
+
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
+        return _theory_beta(iteration, dim, self.delta, self.a, self.b, self.r, tv=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "kind": "tv_gp_ucb_theory"}
+
+
 def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None) -> BetaSchedule:
     """Build a schedule from a schedule, a dict (``{"kind": ..., params}``), a name or a number.
 
-    Names: ``"dataset_size"`` (default), ``"log_time"``, ``"constant"``; a number means
+    Names: ``"dataset_size"`` (default), ``"log_time"``, ``"constant"``,
+    ``"information_gain"``, ``"r_gp_ucb_theory"``, ``"tv_gp_ucb_theory"``; a number means
     :class:`ConstantBeta`.
     """
     if spec is None:
         return DatasetSizeBeta()
-    if isinstance(spec, (DatasetSizeBeta, LogTimeBeta, ConstantBeta)):
-        return spec
+    if isinstance(spec, tuple(_KINDS.values())):
+        return spec  # type: ignore[return-value]
     if isinstance(spec, bool):
         raise ValueError(f"invalid beta schedule {spec!r}")
     if isinstance(spec, (int, float)):
@@ -102,27 +221,48 @@ def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None)
         spec = {"kind": spec}
     if not isinstance(spec, dict) or "kind" not in spec:
         raise ValueError(f"invalid beta schedule {spec!r}")
-    params = {k: float(v) for k, v in spec.items() if k != "kind"}
-    kinds = {"dataset_size": DatasetSizeBeta, "log_time": LogTimeBeta, "constant": ConstantBeta}
+    params: dict[str, float | None] = {}
+    for key, value in spec.items():
+        if key == "kind":
+            continue
+        if value is None and key == "R":
+            params[key] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"beta schedule parameter {key} must be a number, got {value!r}")
+        params[key] = float(value)
+    kinds = _KINDS
     if spec["kind"] not in kinds:
         raise ValueError(
             f"unknown beta schedule kind {spec['kind']!r}; expected one of {sorted(kinds)}"
         )
+    for name, value in params.items():
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise ValueError(f"beta schedule parameter {name} must be finite and >= 0, got {value}")
     try:
         schedule = kinds[spec["kind"]](**params)
     except TypeError as err:
         raise ValueError(f"invalid parameters for beta schedule {spec['kind']!r}: {err}") from None
-    for name, value in params.items():
-        if not math.isfinite(value) or (name in ("scale", "value", "c1", "c2") and value < 0):
-            raise ValueError(f"beta schedule parameter {name} must be finite and >= 0, got {value}")
     return schedule
+
+
+_KINDS: dict[str, type] = {
+    "dataset_size": DatasetSizeBeta,
+    "log_time": LogTimeBeta,
+    "constant": ConstantBeta,
+    "information_gain": InformationGainBeta,
+    "r_gp_ucb_theory": RGPUCBTheoryBeta,
+    "tv_gp_ucb_theory": TVGPUCBTheoryBeta,
+}
 
 
 class UpperConfidenceBound:
     """``mu(x, t) + kappa sigma(x, t)`` of a GP at a fixed time, in standardized units.
 
     Args:
-        gp: the model.
+        gp: the model: a :class:`SpatioTemporalGP` or any view with its ``kernel`` and
+            ``predict(inputs, standardized=True)`` (e.g. the weighted kernel-ridge view
+            of :mod:`dynbo.models.ridge`, whose "variance" is its width squared).
         kappa: multiplier of the posterior standard deviation.
         time: the time at which the acquisition is evaluated (ignored by spatial kernels).
 

@@ -113,11 +113,15 @@ class SuiteEntry:
         benchmark: registry name (see :func:`names`).
         options: keyword arguments for :func:`get`.
         label: short name of the entry in tables, e.g. ``"hartmann3"``.
+        policy_options: ``policy name -> options`` the entry's paper used for that
+            policy on this benchmark (e.g. TV-GP-UCB's true ``eps``); a campaign's own
+            policy options override them.
     """
 
     benchmark: str
     options: dict[str, Any] = field(default_factory=dict, hash=False)
     label: str = ""
+    policy_options: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def build(self, seed: int | None = None) -> Benchmark:
         """``get(benchmark, **options)``; ``seed`` is the run's seed.
@@ -259,12 +263,47 @@ def _wdbo() -> Suite:
 MARKOV_EPSILONS = (0.001, 0.01, 0.03)
 
 
+MARKOV_POLICIES = ("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb")
+
+
+def within_model_options(
+    kernel: str, epsilon: float, noise_variance: float, horizon: int, c1: float
+) -> dict[str, dict[str, Any]]:
+    """The settings of Bogunovic et al. Sec. 5.1 (and ET-GP-UCB's Fig. 2) per policy.
+
+    Within-model comparison: every policy knows the true prior (kernel family, unit
+    variance, ``l = 0.2``, the noise variance; no standardization, no fit) and uses
+    ``beta_t = c1 log(4 t)``; TV-GP-UCB knows the true ``eps`` and R-GP-UCB's block size
+    follows it (``N = ceil(min(T, 12 eps^(-1/4)))`` for SE, the Matern formula
+    otherwise; :func:`dynbo.theory.reset_interval`); ET-GP-UCB uses ``delta_B = 0.1``.
+    """
+    shared = {
+        "spatial_kernel": kernel,
+        "learn_hyperparameters": False,
+        "standardize": False,
+        "initial_hyperparameters": {
+            "outputscale": 1.0,
+            "lengthscale_space": 0.2,
+            "noise": noise_variance,
+        },
+        "beta": {"kind": "log_time", "c1": c1, "c2": 4.0},
+    }
+    extra = {
+        "tv-gp-ucb": {"epsilon": epsilon},
+        "r-gp-ucb": {"epsilon": epsilon, "horizon": horizon},
+        "et-gp-ucb": {"delta_B": 0.1},
+        "gp-ucb": {},
+    }
+    return {name: {**shared, **extra[name]} for name in MARKOV_POLICIES}
+
+
 def _markov() -> Suite:
     entries = [
         SuiteEntry(
             "markov",
             {"kernel": kernel, "epsilon": epsilon, "noise_variance": 0.01, "horizon": 200},
             f"{kernel}-eps{epsilon:g}",
+            within_model_options(kernel, epsilon, 0.01, 200, c1=0.8),
         )
         for kernel in ("se", "matern52")
         for epsilon in MARKOV_EPSILONS
@@ -274,6 +313,7 @@ def _markov() -> Suite:
             "markov",
             {"kernel": "se", "epsilon": 0.05, "noise_variance": 0.02, "horizon": 400},
             "se-eps0.05-etgpucb",
+            within_model_options("se", 0.05, 0.02, 400, c1=0.4),
         )
     )
     return Suite(
@@ -281,7 +321,8 @@ def _markov() -> Suite:
         entries=tuple(entries),
         clock="step",
         seeds=50,
-        policies=("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb"),
+        policies=MARKOV_POLICIES,
+        protocol={"warmup": 0},
         description=(
             "GP Markov-chain functions (Bogunovic et al., eqs. 3-4, Sec. 5.1): [0,1]^2 "
             "on a 50 x 50 grid, SE or Matern-5/2 with l = 0.2, sigma^2 = 0.01, "
@@ -289,7 +330,9 @@ def _markov() -> Suite:
             "(Brunzema et al., Table 4: SE, eps = 0.05, sigma^2 = 0.02, T = 400), whose "
             "misspecified-epsilon variant (Fig. 2d) is a policy setting (TV-GP-UCB with "
             "eps = 0.001, R-GP-UCB with N = 68), not a benchmark one. Each seed draws a new "
-            "function (SuiteEntry.build passes the run seed)."
+            "function (SuiteEntry.build passes the run seed). Within-model settings: known "
+            "prior, beta = c1 log(4 t) (c1 = 0.8; 0.4 for ET-GP-UCB's case), TV-GP-UCB's "
+            "true eps, R-GP-UCB's N(eps), delta_B = 0.1; no warm-up (D_1 is empty)."
         ),
     )
 

@@ -182,6 +182,8 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     if not isinstance(suites, Sequence) or not all(isinstance(x, str) for x in suites):
         raise ValueError(f"suites must be a list of suite names, got {suites!r}")
     bench_entries: list[tuple[str, dict[str, Any], str | None]] = []
+    # label -> policy -> the options the entry's paper used (suite entries only)
+    entry_policy_options: dict[str | None, dict[str, dict[str, Any]]] = {}
     policy_entries: list[tuple[str, dict[str, Any], str | None]] = []
     seeds: list[int] | None = None
     protocol_values: dict[str, Any] = {}
@@ -190,6 +192,8 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     for suite_name in suites:
         suite = registry.suite(suite_name)
         bench_entries += [(e.benchmark, dict(e.options), e.label) for e in suite.entries]
+        for e in suite.entries:
+            entry_policy_options[e.label] = {p: dict(o) for p, o in e.policy_options.items()}
         listed = {q for q, _, _ in policy_entries}
         # a suite may list algorithms this version does not provide: run the others
         policy_entries += [
@@ -202,6 +206,7 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
             protocol_values.setdefault(key, value)
     if "benchmarks" in config:
         bench_entries = _entries(config["benchmarks"], "benchmarks")
+        entry_policy_options = {}
     if "policies" in config:
         policy_entries = _entries(config["policies"], "policies")
     if "seeds" in config:
@@ -231,7 +236,9 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     protocol = make_protocol(protocol_values)
     specs = []
     for bench, bench_options, label in bench_entries:
-        for policy, policy_options, _ in policy_entries:
+        for policy, own_options, _ in policy_entries:
+            # the paper's settings for this entry, then the campaign's own options
+            policy_options = {**entry_policy_options.get(label, {}).get(policy, {}), **own_options}
             for seed in seeds or [0]:
                 specs.append(
                     RunSpec(

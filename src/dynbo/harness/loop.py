@@ -208,12 +208,13 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     The benchmark's candidates and temporal kernel, and the horizon as the time unit of
     the temporal prior, are defaults the spec's options may override.
     """
-    from dynbo.policies import make
+    from dynbo.policies import make, policy_class
 
     options = dict(spec.policy_options)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)
-    options.setdefault("temporal_kernel", bench.temporal_kernel)
+    if policy_class(spec.policy).fixed_temporal_kernel is None:
+        options.setdefault("temporal_kernel", bench.temporal_kernel)
     # the horizon is the problem's unit of time (W-DBO normalizes time by it, App. G.1)
     options.setdefault("time_scale", float(horizon))
     return make(spec.policy, bounds=bench.bounds, seed=int(spec.seed), **options)

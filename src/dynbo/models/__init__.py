@@ -1,9 +1,21 @@
 """GP models: kernels with time, the exact GP with O(n^2) updates, the likelihood fit."""
 
-from dynbo.models.fit import FitResult, NegativeLogMarginalLikelihood, fit_hyperparameters
+from dynbo.models.fit import (
+    FitResult,
+    NegativeLogMarginalLikelihood,
+    epsilon_gradient,
+    fit_hyperparameters,
+)
 from dynbo.models.gp import SpatioTemporalGP
-from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, KernelSpec
+from dynbo.models.kernel import (
+    HyperparameterBounds,
+    Hyperparameters,
+    KernelSpec,
+    markov_epsilon,
+    markov_lengthscale,
+)
 from dynbo.models.linalg import CholeskyJitterWarning, NumericalError
+from dynbo.models.ridge import WeightedRidgeView, ridge_width
 
 __all__ = [
     "CholeskyJitterWarning",
@@ -14,5 +26,10 @@ __all__ = [
     "NegativeLogMarginalLikelihood",
     "NumericalError",
     "SpatioTemporalGP",
+    "WeightedRidgeView",
+    "epsilon_gradient",
     "fit_hyperparameters",
+    "markov_epsilon",
+    "markov_lengthscale",
+    "ridge_width",
 ]

@@ -24,7 +24,12 @@ from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import HyperparameterBounds, Hyperparameters
 from dynbo.models.linalg import CholeskyJitterWarning, NumericalError, robust_cholesky
 
-__all__ = ["FitResult", "NegativeLogMarginalLikelihood", "fit_hyperparameters"]
+__all__ = [
+    "FitResult",
+    "NegativeLogMarginalLikelihood",
+    "epsilon_gradient",
+    "fit_hyperparameters",
+]
 
 _NAMES = ("outputscale", "lengthscale_space", "lengthscale_time", "noise")
 
@@ -341,3 +346,22 @@ def fit_hyperparameters(
         jitter=objective.max_jitter,
         message=message,
     )
+
+
+def epsilon_gradient(gp: SpatioTemporalGP) -> float:
+    """``d log p(y_std) / d eps`` of a GP whose temporal factor is ``(1 - eps)^{|i-j|/2}``.
+
+    The GP's temporal kernel must be Matern-1/2 with ``l_T = -2 / ln(1 - eps)`` (time in
+    steps; :func:`~dynbo.models.kernel.markov_lengthscale`): Bogunovic, Scarlett & Cevher
+    (2016), App. B's ``(1/2) tr((alpha alpha^T - Delta^{-1}) (K o D'))``, obtained as the
+    fit's own ``d/d log l_T`` times ``d log l_T / d eps = 1 / ((1 - eps) ln(1 - eps))``, so
+    learning ``eps`` by marginal likelihood is the fit of ``l_T``.
+    """
+    if gp.kernel.temporal != "matern12" or gp.hyperparameters.lengthscale_time is None:
+        raise ValueError("epsilon_gradient needs a GP with a Matern-1/2 temporal kernel")
+    objective = NegativeLogMarginalLikelihood(
+        gp, fixed=("outputscale", "lengthscale_space", "noise")
+    )
+    _, gradient = objective(objective.pack(gp.hyperparameters))
+    epsilon = -math.expm1(-2.0 / gp.hyperparameters.lengthscale_time)
+    return -float(gradient[0]) / ((1.0 - epsilon) * math.log1p(-epsilon))

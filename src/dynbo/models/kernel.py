@@ -20,7 +20,13 @@ import torch
 
 from dynbo.kernels import Family, as_family, correlation
 
-__all__ = ["KernelSpec", "Hyperparameters", "HyperparameterBounds"]
+__all__ = [
+    "KernelSpec",
+    "Hyperparameters",
+    "HyperparameterBounds",
+    "markov_epsilon",
+    "markov_lengthscale",
+]
 
 _HYPERPARAMETER_NAMES = ("outputscale", "lengthscale_space", "lengthscale_time", "noise")
 
@@ -270,3 +276,22 @@ class HyperparameterBounds:
 def as_lengthscale_tensor(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
     """Lengthscales as a tensor with the dtype/device of ``like``."""
     return torch.as_tensor(list(values), dtype=like.dtype, device=like.device)
+
+
+def markov_lengthscale(epsilon: float) -> float:
+    """Matern-1/2 lengthscale ``-2 / ln(1 - eps)`` of the Markov-chain temporal factor.
+
+    Bogunovic, Scarlett & Cevher (2016), eq. 3-4: ``f_{t+1} = sqrt(1 - eps) f_t +
+    sqrt(eps) g_{t+1}`` gives ``Cov(f_i, f_j) = (1 - eps)^{|i - j| / 2} k`` =
+    ``exp(-|i - j| / l)`` with this ``l`` (in steps).
+    """
+    if not 0.0 < epsilon < 1.0:
+        raise ValueError(f"epsilon must be in (0, 1), got {epsilon!r}")
+    return -2.0 / math.log1p(-epsilon)
+
+
+def markov_epsilon(lengthscale: float) -> float:
+    """Inverse of :func:`markov_lengthscale`: ``eps = 1 - exp(-2 / l)``."""
+    if not lengthscale > 0:
+        raise ValueError(f"lengthscale must be positive, got {lengthscale!r}")
+    return -math.expm1(-2.0 / lengthscale)

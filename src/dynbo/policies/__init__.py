@@ -17,12 +17,21 @@ from dynbo.policies.base import (
 )
 from dynbo.policies.bolt import BOLT
 from dynbo.policies.gp_ucb import GPUCB, SpatioTemporalGPUCB
+from dynbo.policies.resetting import ETGPUCB, RGPUCB
+from dynbo.policies.tv_gp_ucb import TVGPUCB
 from dynbo.policies.wdbo import WDBO
+from dynbo.policies.window import BRGPUCB, SWGPUCB, WGPUCB
 
 __all__ = [
     "BOLT",
+    "BRGPUCB",
+    "ETGPUCB",
     "GPUCB",
+    "RGPUCB",
+    "SWGPUCB",
+    "TVGPUCB",
     "WDBO",
+    "WGPUCB",
     "Dataset",
     "Diagnostics",
     "Policy",

@@ -237,6 +237,11 @@ class Policy(ABC):
         candidates: ``(N, d)`` finite set of points (original units) to choose from
             instead of the box (sensors, grid cells).
         learn_hyperparameters: refit ``(lambda, l_S, l_T, sigma^2)`` at every iteration.
+        min_fit_size: refit only when the dataset holds at least this many observations;
+            below it the previous values are kept (after a reset: the values learned
+            before it). ``None``: the policy's default (1; 5 for the policies that reset,
+            whose fresh datasets would otherwise be fitted on a single point, where
+            every lengthscale and variance is undetermined).
         fit_iterations: L-BFGS-B iteration cap per fit.
         hyperparameter_bounds: overrides of :class:`HyperparameterBounds` fields, e.g.
             ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``.
@@ -273,6 +278,11 @@ class Policy(ABC):
     reference: ClassVar[str] = ""
     #: whether the GP has a temporal kernel factor.
     models_time: ClassVar[bool] = False
+    #: the temporal family the algorithm prescribes (``None``: the ``temporal_kernel``
+    #: option chooses); a harness does not impose a benchmark's family on it.
+    fixed_temporal_kernel: ClassVar[str | None] = None
+    #: ``min_fit_size`` when the option is not given.
+    default_min_fit_size: ClassVar[int] = 1
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
         obj = super().__new__(cls)
@@ -300,6 +310,7 @@ class Policy(ABC):
         acquisition_iterations: int = 200,
         candidates: Sequence[Sequence[float]] | np.ndarray | None = None,
         learn_hyperparameters: bool = True,
+        min_fit_size: int | None = None,
         fit_iterations: int = 50,
         hyperparameter_bounds: Mapping[str, Any] | None = None,
         initial_hyperparameters: Mapping[str, Any] | None = None,
@@ -328,6 +339,10 @@ class Policy(ABC):
             max_iterations=positive_int("acquisition_iterations", acquisition_iterations),
         )
         self.fit_iterations = positive_int("fit_iterations", fit_iterations)
+        self.min_fit_size = positive_int(
+            "min_fit_size",
+            type(self).default_min_fit_size if min_fit_size is None else min_fit_size,
+        )
         self.hyperpriors = boolean("hyperpriors", hyperpriors)
         if time_scale is not None:
             time_scale = finite_number("time_scale", time_scale)
@@ -459,7 +474,7 @@ class Policy(ABC):
         start = _time.perf_counter()
         self._prepare(t, diag)
         prepared = _time.perf_counter()
-        if self.learn_hyperparameters and self.dataset_size > 0:
+        if self.learn_hyperparameters and self.dataset_size >= self.min_fit_size:
             self._fit(t)
         elif self.dataset_size > 0:
             # fixed hyperparameters: only the standardization follows the data
@@ -569,15 +584,28 @@ class Policy(ABC):
         """The time coordinate at which the acquisition is maximized (default ``t``)."""
         return t
 
+    def beta(self) -> float:
+        """The exploration parameter of the coming iteration (the policy's schedule)."""
+        return self.beta_schedule(
+            n=self.dataset_size, iteration=self._iteration + 1, dim=self.dim, gp=self._gp
+        )
+
     def kappa(self) -> float:
-        """Multiplier of the posterior standard deviation: ``sqrt(beta)`` by default."""
-        beta = self.beta_schedule(n=self.dataset_size, iteration=self._iteration + 1, dim=self.dim)
-        return math.sqrt(max(beta, 0.0))
+        """Multiplier of the posterior standard deviation: ``sqrt(beta)`` by default.
+
+        Policies whose ``beta`` is already a confidence radius (the kernel-ridge family)
+        return ``beta`` itself.
+        """
+        return math.sqrt(max(self.beta(), 0.0))
+
+    def _acquisition_model(self) -> Any:
+        """The model the UCB reads (default: the GP; a ridge view for the weighted family)."""
+        return self._gp
 
     def _acquire(self, t: float, diag: Diagnostics) -> tuple[torch.Tensor, float]:
         """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
         query_time = self._acquisition_time(t)
-        acq = UpperConfidenceBound(self._gp, self.kappa(), query_time)
+        acq = UpperConfidenceBound(self._acquisition_model(), self.kappa(), query_time)
         if self._candidates_unit is not None:
             index, _ = maximize_on_candidates(acq, self._candidates_unit)
             return self._candidates_unit[index], t
@@ -599,10 +627,28 @@ class Policy(ABC):
         """Inverse of :meth:`_extra_state`."""
 
     # ================================================================== helpers for subclasses
-    def _append(self, x: torch.Tensor, t: float, y: float) -> None:
+    def _append(
+        self,
+        x: torch.Tensor,
+        t: float,
+        y: float,
+        *,
+        coordinate: float | None = None,
+        noise_scale: float | None = None,
+    ) -> None:
+        """Add one observation to the dataset and the GP (O(n^2)).
+
+        ``coordinate`` is the GP's time input (default ``t``; TV-GP-UCB uses the
+        observation index), ``noise_scale`` the observation's noise multiplier.
+        """
         x = x.reshape(1, -1).to(self.dtype)
         times = torch.tensor([t], dtype=self.dtype)
-        self._gp.add(self._gp_inputs(self._to_unit(x), times).to(self.device), float(y))
+        column = times if coordinate is None else torch.tensor([coordinate], dtype=self.dtype)
+        self._gp.add(
+            self._gp_inputs(self._to_unit(x), column).to(self.device),
+            float(y),
+            noise_scale=noise_scale,
+        )
         self._x = torch.cat([self._x, x])
         self._t = torch.cat([self._t, times])
         self._y = torch.cat([self._y, torch.tensor([y], dtype=self.dtype)])
@@ -614,15 +660,19 @@ class Policy(ABC):
         keep[index] = False
         self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
 
-    def _keep_only(self, keep: torch.Tensor) -> None:
-        """Keep the observations where the boolean mask ``keep`` is true (refactorizes)."""
-        self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
-        self._rebuild_model()
+    def _clear(self) -> None:
+        """Forget every observation (a reset)."""
+        self._keep_only(torch.zeros(self.dataset_size, dtype=torch.bool))
 
-    def _rebuild_model(self) -> None:
-        """Reload the GP from the policy's dataset (restandardizes, refactorizes)."""
-        inputs = self._gp_inputs(self._to_unit(self._x), self._t).to(self.device)
-        self._gp.set_data(inputs, self._y.to(self.device))
+    def _keep_only(self, keep: torch.Tensor) -> None:
+        """Keep the observations where the boolean mask ``keep`` is true (refactorizes).
+
+        The GP keeps the kept rows' inputs and noise multipliers as they were.
+        """
+        mask = keep.to(self._gp.inputs.device)
+        inputs, noise_scale = self._gp.inputs[mask], self._gp.noise_scale[mask]
+        self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
+        self._gp.set_data(inputs, self._y.to(self.device), noise_scale)
 
     def _fit(self, t: float) -> FitResult:
         """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.

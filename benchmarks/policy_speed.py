@@ -1,0 +1,96 @@
+"""Seconds per iteration of every policy at dataset sizes 50, 200, 800 (JSON).
+
+For each policy and size n, the policy observes n points of a drifting test function
+spread over [0, 600] s (its default options, except one common ``beta`` and that the
+policies that drop data are set to hold n: a window above n for SW-GP-UCB, no restart or
+reset within the run for BR-/R-GP-UCB (a fixed block) and ET-GP-UCB; see
+``options_holding``), runs two untimed iterations, and then times one
+iteration (``suggest``: fit, cleaning, acquisition) ``--repeats`` times from the same
+saved state after one warm-up repeat. Threads are pinned before NumPy and torch load;
+the load average is recorded. ``slower_than_st_gp_ucb`` lists the policies whose median
+exceeds keep-everything ST-GP-UCB's at the same size (W-DBO and BOLT spend extra time
+on their removals by design; the baselines should not).
+
+    python benchmarks/policy_speed.py [--sizes 50 200 800] [--repeats 3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+
+# importing it pins the thread pools (from --threads) before NumPy and torch load
+from wdbo_iteration import measure  # isort: skip
+
+import torch  # noqa: E402
+
+from dynbo.policies import available  # noqa: E402
+
+
+def options_holding(name: str, n: int) -> dict:
+    """Options under which the policy keeps the n points it is given, under one beta.
+
+    Every policy uses the W-DBO/BOLT comparisons' ``beta = 0.2 d log(2n)``: the schedule
+    changes the UCB landscape and with it the number of L-BFGS steps of the acquisition
+    (the kernel-ridge radius makes it 3-8x slower at n = 50), which is a property of the
+    schedule, not of the policy's bookkeeping that this script compares.
+    """
+    return {
+        "beta": "dataset_size",
+        **{
+            "sw-gp-ucb": {"window": n + 10},
+            "br-gp-ucb": {"restart_every": 10**6},
+            "r-gp-ucb": {"reset_every": 10**6},
+            "et-gp-ucb": {"delta_B": 1e-300},  # a threshold no observation exceeds
+        }.get(name, {}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 800])
+    parser.add_argument("--policies", nargs="+", default=None)
+    parser.add_argument("--dim", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    names = args.policies or available()
+    rows = []
+    for n in args.sizes:
+        for name in names:
+            row = measure(n - 2, args.dim, args.repeats, args.seed, name, options_holding(name, n))
+            rows.append({"policy": name, **row})
+    reference = {r["n"]: r["iteration_seconds"] for r in rows if r["policy"] == "st-gp-ucb"}
+    slower = [
+        {"policy": r["policy"], "n": r["n"], "ratio": r["iteration_seconds"] / reference[r["n"]]}
+        for r in rows
+        if r["n"] in reference
+        and r["policy"] not in ("st-gp-ucb", "wdbo", "bolt")
+        and r["iteration_seconds"] > reference[r["n"]]
+    ]
+    print(
+        json.dumps(
+            {
+                "benchmark": "policy_speed",
+                "threads": args.threads,
+                "dim": args.dim,
+                "cpus": os.cpu_count(),
+                "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
+                "load_average_1_5_15_min_after": [round(v, 2) for v in os.getloadavg()],
+                "machine": platform.processor() or platform.machine(),
+                "torch": torch.__version__,
+                "results": rows,
+                "slower_than_st_gp_ucb": slower,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
