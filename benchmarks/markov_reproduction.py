@@ -10,7 +10,8 @@ the mean and standard error over seeds of the final average regret ``R_T / T``, 
 the papers' orderings checked at eps = 0.03; ``--figure`` writes the regret-vs-step
 plot (mean average regret ``R_t / t`` per step).
 
-    python benchmarks/markov_reproduction.py [--seeds 20] [--workers 2] [--figure PNG]
+    python benchmarks/markov_reproduction.py [--seeds 20] [--workers 2] [--epsilons 0.01 0.03 0.05]
+        [--store FILE (resumable)] [--figure PNG]
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ EPSILONS = (0.01, 0.03, 0.05)
 NOISE, HORIZON, C1 = 0.02, 400, 0.4
 
 
-def campaign_config(seeds: int) -> dict:
+def campaign_config(seeds: int, epsilons: tuple[float, ...] = EPSILONS) -> dict:
     benchmarks = []
-    for eps in EPSILONS:
+    for eps in epsilons:
         benchmarks.append(
             {
                 "name": "markov",
@@ -64,8 +65,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--store", default=None, help="SQLite store (default: a temporary file)")
     parser.add_argument("--figure", default=None)
+    parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS))
     args = parser.parse_args()
-    config = campaign_config(args.seeds)
+    config = campaign_config(args.seeds, tuple(args.epsilons))
     # the policies' settings depend on the entry's eps (the markov suite's rule)
     base = build_campaign({**config, "policies": list(POLICIES)})
     specs = []

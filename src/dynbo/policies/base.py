@@ -42,13 +42,13 @@ from dynbo.kernels import as_family
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, KernelSpec
+from dynbo.policies.domain import SearchDomain
 from dynbo.validation import (
     MAX_ABS_TIME,
     boolean,
     finite_number,
     max_abs_target,
     positive_int,
-    real_array,
 )
 
 __all__ = [
@@ -325,9 +325,8 @@ class Policy(ABC):
         if dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
         self.dtype = getattr(torch, dtype)
-        lower, upper = self._parse_bounds(bounds, self.dtype)
-        self.dim = int(lower.shape[0])
-        self._lower, self._upper = lower, upper
+        self._domain = SearchDomain(bounds, self.dtype, candidates)
+        self.dim = self._domain.dim
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = int(seed)
@@ -373,20 +372,6 @@ class Policy(ABC):
         )
         self.hyperparameter_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
         self._initial_overrides = self._parse_initial(initial_hyperparameters)
-        self._candidates_unit: torch.Tensor | None = None
-        self._candidates: np.ndarray | None = None
-        if candidates is not None:
-            cand = real_array("candidates", candidates)
-            if cand.ndim != 2 or cand.shape[1] != self.dim or cand.shape[0] < 1:
-                raise ValueError(
-                    f"candidates must have shape (N, {self.dim}) with N >= 1, got {cand.shape}"
-                )
-            if not np.isfinite(cand).all():
-                raise ValueError("candidates contain NaN or infinite values")
-            if (cand < lower - self._tolerance()).any() or (cand > upper + self._tolerance()).any():
-                raise ValueError("some candidates lie outside the search bounds")
-            self._candidates = np.clip(cand, lower, upper)
-            self._candidates_unit = self._to_unit(torch.as_tensor(cand, dtype=self.dtype))
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
         self._x = torch.empty((0, self.dim), dtype=self.dtype)
@@ -414,7 +399,7 @@ class Policy(ABC):
     @property
     def bounds(self) -> np.ndarray:
         """``(2, d)`` search box in original units."""
-        return np.stack([self._lower, self._upper])
+        return np.stack([self._domain.lower, self._domain.upper])
 
     @property
     def dataset(self) -> Dataset:
@@ -492,7 +477,7 @@ class Policy(ABC):
         self._iteration += 1
         self._last_suggest_time = t
         self._diagnostics = diag
-        return Query(x=self._point_from_unit(unit), t=float(query_time))
+        return Query(x=self._domain.point_from_unit(unit), t=float(query_time))
 
     def observe(self, x: Sequence[float] | np.ndarray, t: float, y: float) -> None:
         """Add the observation ``y = f(x, t) + noise``.
@@ -504,7 +489,7 @@ class Policy(ABC):
                 has seen (previous ``observe`` or ``suggest``); the policy is left
                 unchanged.
         """
-        x_arr = self._validate_point(x)
+        x_arr = self._domain.validate_point(x)
         t = self._validate_time(t)
         y = finite_number("y", y)
         if abs(y) > self._max_abs_target:
@@ -606,9 +591,10 @@ class Policy(ABC):
         """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
         query_time = self._acquisition_time(t)
         acq = UpperConfidenceBound(self._acquisition_model(), self.kappa(), query_time)
-        if self._candidates_unit is not None:
-            index, _ = maximize_on_candidates(acq, self._candidates_unit)
-            return self._candidates_unit[index], t
+        candidates = self._domain.candidates_unit
+        if candidates is not None:
+            index, _ = maximize_on_candidates(acq, candidates)
+            return candidates[index], t
         unit, _ = maximize_on_box(
             acq,
             self.dim,
@@ -776,68 +762,9 @@ class Policy(ABC):
         values.update(self._initial_overrides)
         return self.hyperparameter_bounds.clip(Hyperparameters(**values).for_kernel(self.kernel))
 
-    def _tolerance(self) -> np.ndarray:
-        return 1e-9 * (self._upper - self._lower)
-
     def _to_unit(self, x: torch.Tensor) -> torch.Tensor:
-        lower = torch.as_tensor(self._lower, dtype=x.dtype, device=x.device)
-        width = torch.as_tensor(self._upper - self._lower, dtype=x.dtype, device=x.device)
-        return ((x - lower) / width).clamp(0.0, 1.0)
-
-    def _point_from_unit(self, unit: torch.Tensor) -> np.ndarray:
-        """``(d,)`` float64 point of the original domain for a unit-box point.
-
-        Computed in float64 and clipped to the bounds, so that a float32 model never
-        suggests a point outside the box; on a finite candidate set, the candidate
-        itself (exactly as the user gave it).
-        """
-        u = unit.detach().cpu().to(torch.float64).numpy().reshape(self.dim)
-        if self._candidates is not None and self._candidates_unit is not None:
-            reference = self._candidates_unit.detach().cpu().to(torch.float64).numpy()
-            index = int(np.argmin(((reference - u) ** 2).sum(axis=1)))
-            return self._candidates[index].copy()
-        return np.clip(self._lower + u * (self._upper - self._lower), self._lower, self._upper)
-
-    def _validate_point(self, x: Sequence[float] | np.ndarray) -> torch.Tensor:
-        arr = real_array("x", x)
-        if arr.shape not in ((self.dim,), (1, self.dim)):
-            raise ValueError(f"x must have shape ({self.dim},), got {arr.shape}")
-        arr = arr.reshape(self.dim)
-        if not np.isfinite(arr).all():
-            raise ValueError(f"x contains NaN or infinite values: {arr.tolist()}")
-        tol = self._tolerance()
-        outside = (arr < self._lower - tol) | (arr > self._upper + tol)
-        if outside.any():
-            j = int(np.argmax(outside))
-            raise ValueError(
-                f"x[{j}] = {arr[j]} lies outside the domain [{self._lower[j]}, {self._upper[j]}]"
-            )
-        return torch.as_tensor(np.clip(arr, self._lower, self._upper), dtype=self.dtype)
-
-    @staticmethod
-    def _parse_bounds(bounds: Any, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
-        arr = real_array("bounds", bounds)
-        if arr.ndim != 2 or arr.shape[0] != 2 or arr.shape[1] < 1:
-            raise ValueError(f"bounds must have shape (2, d), got {arr.shape}")
-        if not np.isfinite(arr).all():
-            raise ValueError("bounds must be finite")
-        if not (arr[0] < arr[1]).all():
-            j = int(np.argmax(~(arr[0] < arr[1])))
-            raise ValueError(
-                f"bounds: lower[{j}] = {arr[0, j]} is not below upper[{j}] = {arr[1, j]}"
-            )
-        # points are mapped to the unit box through the width: it must be a finite
-        # number of the model's dtype, and so must every bound
-        largest = float(torch.finfo(dtype).max) / 4
-        with np.errstate(over="ignore"):
-            width = arr[1] - arr[0]
-        finite = np.isfinite(width).all()
-        if not (finite and np.abs(arr).max() <= largest and width.max() <= largest):
-            raise ValueError(
-                f"bounds are too wide: each bound and each width upper - lower must be at "
-                f"most {largest:.3g} in magnitude (dtype {str(dtype).replace('torch.', '')})"
-            )
-        return arr[0].copy(), arr[1].copy()
+        """Points in original units -> the unit box (:meth:`SearchDomain.to_unit`)."""
+        return self._domain.to_unit(x)
 
     def _parse_initial(self, spec: Mapping[str, Any] | None) -> dict[str, Any]:
         if spec is None:

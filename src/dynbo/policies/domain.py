@@ -1,0 +1,118 @@
+"""The search domain of a policy: its box, an optional finite candidate set, and the map
+between original units and the unit box the GP works in.
+
+Every point a user gives is checked here (shape, finiteness, inside the box) and every
+suggestion leaves from here (in float64, clipped to the box, or exactly a candidate),
+so no policy handles raw coordinates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from dynbo.validation import real_array
+
+__all__ = ["SearchDomain"]
+
+
+class SearchDomain:
+    """A box ``[lower, upper]`` in ``d`` dimensions, optionally restricted to candidates.
+
+    Args:
+        bounds: ``(2, d)`` lower and upper corners (original units).
+        dtype: the model's dtype: bounds and widths must be finite numbers in it.
+        candidates: ``(N, d)`` finite set of points inside the box, or ``None``.
+
+    Raises:
+        ValueError: naming the problem with the bounds or the candidates.
+    """
+
+    def __init__(self, bounds: Any, dtype: torch.dtype, candidates: Any = None) -> None:
+        self.dtype = dtype
+        self.lower, self.upper = self._parse_bounds(bounds, dtype)
+        self.dim = int(self.lower.shape[0])
+        self.candidates: np.ndarray | None = None
+        self.candidates_unit: torch.Tensor | None = None
+        if candidates is not None:
+            cand = real_array("candidates", candidates)
+            if cand.ndim != 2 or cand.shape[1] != self.dim or cand.shape[0] < 1:
+                raise ValueError(
+                    f"candidates must have shape (N, {self.dim}) with N >= 1, got {cand.shape}"
+                )
+            if not np.isfinite(cand).all():
+                raise ValueError("candidates contain NaN or infinite values")
+            tol = self.tolerance()
+            if (cand < self.lower - tol).any() or (cand > self.upper + tol).any():
+                raise ValueError("some candidates lie outside the search bounds")
+            self.candidates = np.clip(cand, self.lower, self.upper)
+            self.candidates_unit = self.to_unit(torch.as_tensor(cand, dtype=dtype))
+
+    def tolerance(self) -> np.ndarray:
+        """``(d,)`` slack accepted outside the box (1e-9 of each width)."""
+        return 1e-9 * (self.upper - self.lower)
+
+    def to_unit(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., d)`` points in original units -> the unit box (clamped)."""
+        lower = torch.as_tensor(self.lower, dtype=x.dtype, device=x.device)
+        width = torch.as_tensor(self.upper - self.lower, dtype=x.dtype, device=x.device)
+        return ((x - lower) / width).clamp(0.0, 1.0)
+
+    def point_from_unit(self, unit: torch.Tensor) -> np.ndarray:
+        """``(d,)`` float64 point of the original domain for a unit-box point.
+
+        Computed in float64 and clipped to the bounds, so that a float32 model never
+        suggests a point outside the box; on a finite candidate set, the candidate
+        itself (exactly as the user gave it).
+        """
+        u = unit.detach().cpu().to(torch.float64).numpy().reshape(self.dim)
+        if self.candidates is not None and self.candidates_unit is not None:
+            reference = self.candidates_unit.detach().cpu().to(torch.float64).numpy()
+            index = int(np.argmin(((reference - u) ** 2).sum(axis=1)))
+            return self.candidates[index].copy()
+        return np.clip(self.lower + u * (self.upper - self.lower), self.lower, self.upper)
+
+    def validate_point(self, x: Sequence[float] | np.ndarray) -> torch.Tensor:
+        """``x`` as a ``(d,)`` tensor of the model's dtype, or a ``ValueError``."""
+        arr = real_array("x", x)
+        if arr.shape not in ((self.dim,), (1, self.dim)):
+            raise ValueError(f"x must have shape ({self.dim},), got {arr.shape}")
+        arr = arr.reshape(self.dim)
+        if not np.isfinite(arr).all():
+            raise ValueError(f"x contains NaN or infinite values: {arr.tolist()}")
+        tol = self.tolerance()
+        outside = (arr < self.lower - tol) | (arr > self.upper + tol)
+        if outside.any():
+            j = int(np.argmax(outside))
+            raise ValueError(
+                f"x[{j}] = {arr[j]} lies outside the domain [{self.lower[j]}, {self.upper[j]}]"
+            )
+        return torch.as_tensor(np.clip(arr, self.lower, self.upper), dtype=self.dtype)
+
+    @staticmethod
+    def _parse_bounds(bounds: Any, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
+        arr = real_array("bounds", bounds)
+        if arr.ndim != 2 or arr.shape[0] != 2 or arr.shape[1] < 1:
+            raise ValueError(f"bounds must have shape (2, d), got {arr.shape}")
+        if not np.isfinite(arr).all():
+            raise ValueError("bounds must be finite")
+        if not (arr[0] < arr[1]).all():
+            j = int(np.argmax(~(arr[0] < arr[1])))
+            raise ValueError(
+                f"bounds: lower[{j}] = {arr[0, j]} is not below upper[{j}] = {arr[1, j]}"
+            )
+        # points are mapped to the unit box through the width: it must be a finite
+        # number of the model's dtype, and so must every bound
+        largest = float(torch.finfo(dtype).max) / 4
+        with np.errstate(over="ignore"):
+            width = arr[1] - arr[0]
+        finite = np.isfinite(width).all()
+        if not (finite and np.abs(arr).max() <= largest and width.max() <= largest):
+            raise ValueError(
+                f"bounds are too wide: each bound and each width upper - lower must be at "
+                f"most {largest:.3g} in magnitude (dtype {str(dtype).replace('torch.', '')})"
+            )
+        return arr[0].copy(), arr[1].copy()
