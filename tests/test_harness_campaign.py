@@ -345,3 +345,15 @@ def test_the_documented_campaign_example_is_valid(tmp_path):
     assert campaign.name == "drift-study" and len(campaign) == 3 * 3 * 3
     assert {s.protocol.clock for s in campaign.specs} == {"modeled"}
     assert {s.display_benchmark for s in campaign.specs} == {"eggholder", "hartmann3", "ackley-2d"}
+
+
+def test_validation_builds_a_random_benchmark_once_not_once_per_seed(monkeypatch):
+    import dynbo.benchmarks as registry
+    from dynbo.harness import validate_campaign
+
+    built = []
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name, **o: built.append(o) or real_get(name, **o))
+    campaign = build_campaign({"suites": ["markov"], "seeds": 5})
+    validate_campaign(campaign)
+    assert len(campaign) == 7 * 4 * 5 and len(built) == 7  # one per entry, not per seed
