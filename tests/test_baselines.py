@@ -394,3 +394,20 @@ def test_every_baseline_runs_the_quick_benchmark_under_every_clock(name, clock):
     loop = [r for r in result.iterations if not r["warmup"]]
     assert len(loop) >= 5
     assert all(isinstance(r["extra"], str) for r in loop)
+
+
+def test_w_gp_ucb_refactorizes_once_per_learned_iteration(monkeypatch):
+    p = make("w-gp-ucb", bounds=[[0, 0], [1, 1]], gamma=0.8, candidates=GRID, seed=0)
+    drive(p, 8, noise=0.05)
+    gp = p.model
+    calls = []
+    real = type(gp).refactorize
+    monkeypatch.setattr(type(gp), "refactorize", lambda self: calls.append(1) or real(self))
+    p.suggest(8.0)
+    assert len(calls) == 1
+    # the factor is that of the weighted covariance with the fitted values
+    np.testing.assert_allclose(gp.noise_scale.numpy(), 1 / 0.8 ** np.arange(7, -1, -1))
+    delta = gp.covariance(gp.inputs, gp.inputs) + torch.diag(gp.noise_variances)
+    np.testing.assert_allclose(
+        gp.cholesky_factor.numpy(), torch.linalg.cholesky(delta).numpy(), atol=1e-10
+    )

@@ -192,13 +192,18 @@ class SpatioTemporalGP:
         self._compute_standardization()
         self.refactorize()
 
-    def set_noise_scale(self, noise_scale: torch.Tensor) -> None:
-        """Change every per-observation noise multiplier (refactorizes, O(n^3))."""
+    def set_noise_scale(self, noise_scale: torch.Tensor, *, refactorize: bool = True) -> None:
+        """Change every per-observation noise multiplier (refactorizes, O(n^3)).
+
+        ``refactorize=False`` leaves the cached factor stale: only for a caller that sets
+        the hyperparameters next (which refactorizes), such as a hyperparameter fit.
+        """
         scale = self._as_vector(noise_scale, self.n, "noise_scale")
         if (scale <= 0).any():
             raise ValueError("noise_scale must be positive")
         self._noise_scale = scale
-        self.refactorize()
+        if refactorize:
+            self.refactorize()
 
     def set_hyperparameters(self, hyperparameters: Hyperparameters) -> None:
         """Change the hyperparameters and refactorize (O(n^3))."""

@@ -153,9 +153,9 @@ class WGPUCB(KernelRidgePolicy):
 
     ``s`` counts observations in order of arrival and ``k`` is the newest one's count,
     so the newest weighs 1 and each older one ``gamma`` times less per later
-    observation. Before each fit the GP's noise multipliers become ``1 / w_s`` (one
-    refactorization, as the refit needs anyway); the fit then maximizes the weighted
-    likelihood.
+    observation. Before each fit the GP's noise multipliers become ``1 / w_s``; the fit
+    maximizes the weighted likelihood and its refactorization is the only one (with fixed
+    hyperparameters, setting the multipliers refactorizes instead).
 
     Args:
         gamma: discount in (0, 1) (default 0.99, i.e. an effective memory ``1 / (1 -
@@ -187,8 +187,11 @@ class WGPUCB(KernelRidgePolicy):
 
     def _prepare(self, t: float, diag: Diagnostics) -> None:
         if self.dataset_size:
-            self._gp.set_noise_scale(1.0 / self.weights().to(self.device))
-            diag.extra["smallest_weight"] = float(self.weights()[0])
+            weights = self.weights()
+            # a fit follows and refactorizes when it sets its values: one O(n^3), not two
+            fit_follows = self.learn_hyperparameters and self.dataset_size >= self.min_fit_size
+            self._gp.set_noise_scale(1.0 / weights.to(self.device), refactorize=not fit_follows)
+            diag.extra["smallest_weight"] = float(weights[0])
 
     def _acquisition_model(self) -> Any:
         return WeightedRidgeView(self._gp, self.width)  # type: ignore[arg-type]
