@@ -96,9 +96,18 @@ def measure(
         clone = Policy.from_state_dict(state)
         clone.suggest(602.0)
         d = clone.diagnostics
-        rows.append((d.fit_seconds, d.acquisition_seconds, d.cleaning_seconds, d.removed))
+        rows.append(
+            (
+                d.fit_seconds,
+                d.acquisition_seconds,
+                d.cleaning_seconds,
+                d.removed,
+                d.fit_evaluations,
+                d.acquisition_evaluations,
+            )
+        )
     rows = rows[1:]  # the first repeat is the warm-up (allocator, caches, lazy imports)
-    fit, acq, clean, removed = (list(col) for col in zip(*rows))
+    fit, acq, clean, removed, fit_evals, acq_evals = (list(col) for col in zip(*rows))
     total = [a + b + c for a, b, c in zip(fit, acq, clean)]
     return {
         "n": size,
@@ -110,6 +119,15 @@ def measure(
         "iteration_seconds_max": max(total),
         "repeats": repeats,
         "removed": int(removed[0]),
+        # the same state every repeat: the optimizers take the same steps each time
+        "fit_evaluations": int(fit_evals[0]),
+        "acquisition_evaluations": int(acq_evals[0]),
+        "fit_milliseconds_per_evaluation": (
+            1e3 * statistics.median(fit) / fit_evals[0] if fit_evals[0] else None
+        ),
+        "acquisition_milliseconds_per_evaluation": (
+            1e3 * statistics.median(acq) / acq_evals[0] if acq_evals[0] else None
+        ),
     }
 
 

@@ -223,7 +223,8 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dynbo import benchmarks
     from dynbo.harness import RunSpec, Store, execute, make_protocol
-    from dynbo.policies import available, make, option_defaults, policy_class
+    from dynbo.harness.loop import make_run_policy
+    from dynbo.policies import available, option_defaults, policy_class
 
     if args.benchmark not in benchmarks.names():
         raise CliError(f"unknown benchmark {args.benchmark!r}; see `dynbo list benchmarks`")
@@ -245,8 +246,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     policy_options = _options(
         args.policy_option, "policy", option_defaults(policy_class(args.policy))
     )
-    # build the policy once now, so that a bad option is an error, not a failed run
-    make(args.policy, bounds=bench.bounds, seed=args.seed, **policy_options)
     spec = RunSpec(
         benchmark=args.benchmark,
         policy=args.policy,
@@ -256,6 +255,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         policy_options=policy_options,
     )
     horizon = protocol.horizon or bench.horizon
+    # build the policy once now, as the run will (with what the benchmark tells it), so
+    # that a bad option is an error, not a failed run
+    make_run_policy(spec, bench, horizon)
     # open the store first: an unwritable path must not cost a whole run
     store = Store(args.store) if args.store else None
 

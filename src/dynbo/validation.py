@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,26 @@ def finite_number(name: str, value: Any) -> float:
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {out}")
     return out
+
+
+def positive_number(name: str, value: Any) -> float:
+    """A finite real number ``> 0``."""
+    out = finite_number(name, value)
+    if out <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return out
+
+
+def ordered_pair(
+    name: str, value: Any, element: Callable[[str, Any], float] = finite_number
+) -> tuple[float, float]:
+    """A ``(low, high)`` pair with ``low < high``, each checked by ``element(name, v)``."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError(f"{name} must be a (low, high) pair, got {value!r}")
+    low, high = element(f"{name}[0]", value[0]), element(f"{name}[1]", value[1])
+    if not low < high:
+        raise ValueError(f"{name} must have low < high, got {value!r}")
+    return low, high
 
 
 def positive_int(name: str, value: Any) -> int:

@@ -18,7 +18,11 @@ import scipy.optimize
 import scipy.stats
 import torch
 
-__all__ = ["BoxSearch", "maximize_on_box", "maximize_on_candidates"]
+__all__ = ["BoxSearch", "maximize_acquisition", "maximize_on_box", "maximize_on_candidates"]
+
+#: time points per candidate when an acquisition that searches time too (a look-ahead
+#: window) is maximized over a finite set.
+TIME_GRID = 11
 
 AcquisitionFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -53,6 +57,7 @@ def maximize_on_box(
     extra_starts: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
+    record: dict[str, int] | None = None,
 ) -> tuple[torch.Tensor, float]:
     """Maximize ``acquisition`` over ``[0, 1]^dim``.
 
@@ -63,6 +68,9 @@ def maximize_on_box(
         generator: source of the Sobol scrambling seed (explicit randomness).
         extra_starts: ``(k, dim)`` additional starting points (e.g. the previous query).
         dtype, device: of the points.
+        record: if given, receives ``"evaluations"`` (batched acquisition calls of the
+            gradient search) and ``"iterations"`` (its L-BFGS-B iterations): an
+            iteration's acquisition time is their product with the cost of one call.
 
     Returns:
         ``(x, value)``: the best point ``(dim,)`` found and its acquisition value.
@@ -100,6 +108,8 @@ def maximize_on_box(
         bounds=[(0.0, 1.0)] * (k * dim),
         options={"maxiter": search.max_iterations},
     )
+    if record is not None:
+        record.update(evaluations=int(result.nfev), iterations=int(result.nit))
     final = torch.tensor(result.x, dtype=dtype, device=device).reshape(k, dim).clamp(0.0, 1.0)
     with torch.no_grad():
         values = acquisition(final)
@@ -130,3 +140,56 @@ def maximize_on_candidates(
             if float(values[i]) > best_value:
                 best_index, best_value = start + i, float(values[i])
     return best_index, best_value
+
+
+def maximize_acquisition(
+    acquisition: AcquisitionFn,
+    dim: int,
+    *,
+    candidates: torch.Tensor | None = None,
+    searches_time: bool = False,
+    search: BoxSearch = BoxSearch(),
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    record: dict[str, int] | None = None,
+) -> torch.Tensor:
+    """The maximizer of ``acquisition`` over the unit box or a finite set of points.
+
+    Args:
+        acquisition: maps ``(m, dim)`` points (``(m, dim + 1)`` with ``searches_time``)
+            to ``(m,)`` values.
+        dim: spatial dimension.
+        candidates: ``(N, dim)`` unit-box points to choose from (exact argmax), or
+            ``None`` for the box (:func:`maximize_on_box`).
+        searches_time: the acquisition takes one more coordinate in ``[0, 1]`` (the
+            position in a look-ahead time window); over candidates it is searched on
+            ``TIME_GRID`` equally spaced values.
+        search, generator, dtype, device, record: as :func:`maximize_on_box` (``record``
+            stays empty over candidates).
+
+    Returns:
+        The best point: ``(dim,)``, or ``(dim + 1,)`` with ``searches_time``.
+    """
+    if candidates is None:
+        unit, _ = maximize_on_box(
+            acquisition,
+            dim + int(searches_time),
+            search=search,
+            generator=generator,
+            dtype=dtype,
+            device=device,
+            record=record,
+        )
+        return unit
+    if searches_time:
+        grid = torch.linspace(0.0, 1.0, TIME_GRID, dtype=candidates.dtype, device=candidates.device)
+        candidates = torch.cat(
+            [
+                candidates.repeat_interleave(TIME_GRID, 0),
+                grid.repeat(candidates.shape[0]).reshape(-1, 1),
+            ],
+            dim=1,
+        )
+    index, _ = maximize_on_candidates(acquisition, candidates)
+    return candidates[index]

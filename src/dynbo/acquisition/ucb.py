@@ -265,23 +265,52 @@ class UpperConfidenceBound:
             of :mod:`dynbo.models.ridge`, whose "variance" is its width squared).
         kappa: multiplier of the posterior standard deviation.
         time: the time at which the acquisition is evaluated (ignored by spatial kernels).
+        time_window: ``(start, end)``: search time too (ABO's look-ahead). The points
+            then have ``d + 1`` columns, the last one in ``[0, 1]`` mapped linearly onto
+            the window; ``time`` is ignored.
+        maximize: ``False`` for a minimization problem: the lower confidence bound
+            ``-mu + kappa sigma`` is maximized instead (UI-TVBO's LQR costs).
 
     Calling it on unit-box points ``(m, d)`` returns ``(m,)`` values, differentiable
     with respect to the points. In original units the value is
     ``target_mean + target_scale * ucb``: a positive affine map, so the argmax is the same.
     """
 
-    def __init__(self, gp: SpatioTemporalGP, kappa: float, time: float | None = None) -> None:
+    def __init__(
+        self,
+        gp: SpatioTemporalGP,
+        kappa: float,
+        time: float | None = None,
+        *,
+        time_window: tuple[float, float] | None = None,
+        maximize: bool = True,
+    ) -> None:
         if not math.isfinite(kappa) or kappa < 0:
             raise ValueError(f"kappa must be finite and non-negative, got {kappa}")
+        if time_window is not None:
+            start, end = (float(v) for v in time_window)
+            if not (math.isfinite(start) and math.isfinite(end) and start <= end):
+                raise ValueError(f"time_window must be a finite (start, end), got {time_window}")
+            time_window = (start, end)
         self.gp = gp
         self.kappa = float(kappa)
         self.time = time
+        self.time_window = time_window
+        self.sign = 1.0 if maximize else -1.0
+
+    def query_time(self, points: torch.Tensor) -> torch.Tensor:
+        """``(m,)`` times of ``(m, d + 1)`` points searched over ``time_window``."""
+        assert self.time_window is not None
+        start, end = self.time_window
+        return start + (end - start) * points[..., -1]
 
     def inputs(self, points: torch.Tensor) -> torch.Tensor:
         """GP inputs for unit-box points: appends the time column if the kernel models time."""
         if not self.gp.kernel.uses_time:
             return points
+        if self.time_window is not None:
+            times = self.query_time(points)
+            return torch.cat([points[..., :-1], times[..., None]], dim=-1)
         if self.time is None:
             raise ValueError("this GP models time: the acquisition needs a time")
         column = points.new_full((*points.shape[:-1], 1), float(self.time))
@@ -289,4 +318,4 @@ class UpperConfidenceBound:
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
         mean, var = self.gp.predict(self.inputs(points), standardized=True)
-        return mean + self.kappa * var.sqrt()
+        return self.sign * mean + self.kappa * var.sqrt()

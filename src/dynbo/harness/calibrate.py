@@ -34,7 +34,7 @@ def calibrate(
     Returns:
         The fitted :class:`ResponseTimeModel` and the measured ``(n, seconds)`` pairs.
     """
-    from dynbo.policies import make
+    from dynbo.policies import make, policy_class
 
     if not sizes or any(int(n) < 2 for n in sizes):
         raise ValueError(f"sizes must be integers >= 2, got {list(sizes)}")
@@ -44,7 +44,9 @@ def calibrate(
     rng = np.random.default_rng(seed)
     rows = []
     for n in sizes:
-        p = make(policy, bounds=[[0.0] * dim, [1.0] * dim], seed=seed)
+        # the synthetic objective below has noise standard deviation 0.1
+        known = {"noise_variance": 0.01} if policy_class(policy).known_noise else {}
+        p = make(policy, bounds=[[0.0] * dim, [1.0] * dim], seed=seed, **known)
         times = np.sort(rng.uniform(0, horizon, int(n)))
         for t in times:
             x = rng.uniform(0, 1, dim)

@@ -79,6 +79,7 @@ _PROTOCOL_KEYS = {
     "response_time",
     "threads",
     "cost",
+    "max_iterations",
 }
 
 

@@ -73,6 +73,10 @@ class Protocol:
         response_time: cubic coefficients of ``R(n)`` for the modeled clock.
         threads: torch / BLAS threads of the run (pinned so response times compare).
         cost: override of the benchmark's evaluation cost ``c`` (seconds).
+        max_iterations: stop after this many loop iterations even before the horizon
+            (``None``, the default: run to the horizon). Smoke checks and demos use it
+            to bound a run under the measured and wall clocks, whose iteration count
+            otherwise depends on the machine.
     """
 
     clock: str = "measured"
@@ -82,6 +86,7 @@ class Protocol:
     response_time: tuple[float, float, float, float] | None = None
     threads: int = 1
     cost: float | None = None
+    max_iterations: int | None = None
 
     def __post_init__(self) -> None:
         if self.clock not in CLOCK_MODES:
@@ -102,9 +107,12 @@ class Protocol:
             raise ValueError(f"threads must be >= 1, got {self.threads!r}")
         if self.cost is not None and not (math.isfinite(self.cost) and self.cost >= 0):
             raise ValueError(f"cost must be a non-negative number, got {self.cost!r}")
+        cap = self.max_iterations
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError(f"max_iterations must be a positive integer, got {cap!r}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        values = {
             "clock": self.clock,
             "horizon": self.horizon,
             "warmup": self.warmup,
@@ -113,6 +121,10 @@ class Protocol:
             "threads": self.threads,
             "cost": self.cost,
         }
+        if self.max_iterations is not None:
+            # only when set: the runs stored before the option existed keep their ids
+            values["max_iterations"] = self.max_iterations
+        return values
 
 
 @dataclass(frozen=True)
@@ -205,16 +217,20 @@ def _make_benchmark(spec: RunSpec) -> Benchmark:
 def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     """The policy a run uses: the spec's options plus what the benchmark and horizon say.
 
-    The benchmark's candidates and temporal kernel, and the horizon as the time unit of
-    the temporal prior, are defaults the spec's options may override.
+    The benchmark's candidates, temporal kernel and (for the policies that take it) noise
+    variance, and the horizon as the time unit of the temporal prior, are defaults the
+    spec's options may override.
     """
     from dynbo.policies import make, policy_class
 
     options = dict(spec.policy_options)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)
-    if policy_class(spec.policy).fixed_temporal_kernel is None:
+    klass = policy_class(spec.policy)
+    if klass.fixed_temporal_kernel is None:
         options.setdefault("temporal_kernel", bench.temporal_kernel)
+    if klass.known_noise:
+        options.setdefault("noise_variance", bench.noise_variance)
     # the horizon is the problem's unit of time (W-DBO normalizes time by it, App. G.1)
     options.setdefault("time_scale", float(horizon))
     return make(spec.policy, bounds=bench.bounds, seed=int(spec.seed), **options)
@@ -320,6 +336,8 @@ def execute(
         while True:
             s = clock.current()
             if (discrete and s > horizon) or (not discrete and s >= horizon):
+                break
+            if protocol.max_iterations is not None and k >= protocol.max_iterations:
                 break
             work_start = time.perf_counter()
             if pending is not None:

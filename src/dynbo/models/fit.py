@@ -70,26 +70,33 @@ class NegativeLogMarginalLikelihood:
     Args:
         gp: the GP whose data (inputs, standardized targets, noise scales) is used.
         fixed: names of hyperparameters held at ``gp.hyperparameters``.
-        priors: optional log-normal priors, ``name -> (mean, standard deviation)`` of
-            ``log value``; the objective is then the negative log posterior (MAP) with
-            the prior density taken on the value itself, as GPyTorch's
-            ``LogNormalPrior`` (mode ``exp(mean - sd^2)``). Without priors it is the exact
-            negative log marginal likelihood.
+        priors: optional priors, ``name -> (mean, standard deviation)`` of ``log value``
+            (log-normal) or ``name -> ("gamma", concentration, rate)`` (Gamma); the
+            objective is then the negative log posterior (MAP) with the prior density
+            taken on the value itself, as GPyTorch's ``LogNormalPrior`` and
+            ``GammaPrior`` (log-normal mode ``exp(mean - sd^2)``). Without priors it is
+            the exact negative log marginal likelihood.
     """
 
     def __init__(
         self,
         gp: SpatioTemporalGP,
         fixed: Sequence[str] = (),
-        priors: Mapping[str, tuple[float, float]] | None = None,
+        priors: Mapping[str, tuple] | None = None,
     ) -> None:
         self.gp = gp
         self.priors = dict(priors or {})
-        for name, (_, scale) in self.priors.items():
+        for name, prior in self.priors.items():
             if name not in _NAMES:
                 raise ValueError(f"unknown hyperparameter {name!r} in priors")
-            if not (math.isfinite(scale) and scale > 0):
-                raise ValueError(f"prior scale of {name} must be positive, got {scale!r}")
+            if len(prior) == 3 and prior[0] == "gamma":
+                for what, v in (("concentration", prior[1]), ("rate", prior[2])):
+                    if not (math.isfinite(v) and v > 0):
+                        raise ValueError(
+                            f"gamma prior {what} of {name} must be positive, got {v!r}"
+                        )
+            elif len(prior) != 2 or not (math.isfinite(prior[1]) and prior[1] > 0):
+                raise ValueError(f"prior scale of {name} must be positive, got {prior!r}")
         self.kernel = gp.kernel
         self.fixed = frozenset(fixed)
         self.base = gp.hyperparameters
@@ -98,7 +105,9 @@ class NegativeLogMarginalLikelihood:
         diff = z[:, None, :d] - z[None, :, :d]
         # ARD needs per-dimension squared differences; isotropic only their sum.
         self._sq = diff * diff if self.kernel.ard else (diff * diff).sum(-1)
-        self._dt = (z[:, None, d] - z[None, :, d]).abs() if self.kernel.uses_time else None
+        self._dt = (
+            self.kernel.temporal_argument(z[:, d], z[:, d]) if self.kernel.uses_time else None
+        )
         self._y = gp.standardized_targets
         self._noise_scale = gp.noise_scale
         self.max_jitter = 0.0
@@ -201,8 +210,8 @@ class NegativeLogMarginalLikelihood:
         corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
         if self._dt is not None:
             assert self.kernel.temporal is not None and h.lengthscale_time is not None
-            corr_t, dcorr_t = correlation_and_scale_derivative(
-                self.kernel.temporal, self._dt / h.lengthscale_time
+            corr_t, dcorr_t = self.kernel.temporal_factor_and_scale_derivative(
+                self._dt / h.lengthscale_time
             )
             signal = corr_s * corr_t
         else:
@@ -252,15 +261,29 @@ class NegativeLogMarginalLikelihood:
             i = 0
             for name, k in self._slots():
                 if name in self.priors:
-                    mean, scale = self.priors[name]
-                    # -log LogNormal(v; mean, scale) at v = exp(theta), up to a constant:
-                    # the density of v itself, as GPyTorch's LogNormalPrior adds it to the
-                    # objective (its mode is exp(mean - scale^2), its median exp(mean))
-                    z = (theta[i : i + k] - mean) / scale
-                    value += float(0.5 * np.sum(z * z) + np.sum(theta[i : i + k]))
-                    gradient[i : i + k] += z / scale + 1.0
+                    term, term_gradient = _negative_log_prior(self.priors[name], theta[i : i + k])
+                    value += term
+                    gradient[i : i + k] += term_gradient
                 i += k
         return value, gradient
+
+
+def _negative_log_prior(prior: tuple, log_values: np.ndarray) -> tuple[float, np.ndarray]:
+    """``-log p(v)`` at ``v = exp(log_values)`` (up to a constant) and its gradient in ``log v``.
+
+    The density is that of ``v`` itself, as GPyTorch's priors add it to the objective:
+    ``(mean, sd)`` is a log-normal (mode ``exp(mean - sd^2)``, median ``exp(mean)``),
+    ``("gamma", a, b)`` a Gamma density of concentration ``a`` and rate ``b`` (mode
+    ``(a - 1) / b``).
+    """
+    if len(prior) == 3:
+        _, concentration, rate = prior
+        v = np.exp(log_values)
+        value = float(np.sum(rate * v - (concentration - 1.0) * log_values))
+        return value, rate * v - (concentration - 1.0)
+    mean, scale = prior
+    z = (log_values - mean) / scale
+    return float(0.5 * np.sum(z * z) + np.sum(log_values)), z / scale + 1.0
 
 
 def fit_hyperparameters(
@@ -269,7 +292,7 @@ def fit_hyperparameters(
     bounds: HyperparameterBounds | None = None,
     max_iterations: int = 50,
     initial: Sequence[Hyperparameters] = (),
-    priors: Mapping[str, tuple[float, float]] | None = None,
+    priors: Mapping[str, tuple] | None = None,
 ) -> FitResult:
     """Fit the GP's hyperparameters by maximum exact marginal likelihood, in place.
 

@@ -142,6 +142,14 @@ class SpatioTemporalGP:
         ls = as_lengthscale_tensor(h.lengthscale_space, inputs1)
         return h.outputscale * self.kernel.correlation(inputs1, inputs2, ls, h.lengthscale_time)
 
+    def prior_variance(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Prior variance ``k(z, z)`` of each row of ``(..., n, input_dim)``: ``(..., n)``.
+
+        ``lambda`` for the stationary kernels; it grows with time under a Wiener factor.
+        """
+        h = self._hyper
+        return h.outputscale * self.kernel.diagonal(inputs, h.lengthscale_time)
+
     def _delta(self) -> torch.Tensor:
         cov = self.covariance(self._inputs, self._inputs)
         return cov + torch.diag(self.noise_variances)
@@ -265,7 +273,11 @@ class SpatioTemporalGP:
         for row in range(k):
             z = inputs[row : row + 1]
             cross = self.covariance(self._inputs, z).reshape(-1)
-            diag = self._hyper.outputscale + self._hyper.noise * float(scale[row]) + self._jitter
+            diag = (
+                float(self.prior_variance(z)[0])
+                + self._hyper.noise * float(scale[row])
+                + self._jitter
+            )
             new_factor = cholesky_append(self._factor, cross, diag)
             self._inputs = torch.cat([self._inputs, z])
             self._targets = torch.cat([self._targets, targets[row : row + 1]])
@@ -355,13 +367,12 @@ class SpatioTemporalGP:
             )
         batch, m = z.shape[:-2], z.shape[-2]
         flat = z.reshape(-1, z.shape[-1])
-        lam = self._hyper.outputscale
         if self.n == 0:
             mean = flat.new_zeros(flat.shape[0])
             if full_covariance:
                 cov = self.covariance(z, z)
             else:
-                var = flat.new_full((flat.shape[0],), lam)
+                var = self.prior_variance(flat)
         else:
             cross = self.covariance(flat, self._inputs)  # (M, n)
             mean = cross @ self._alpha
@@ -370,7 +381,7 @@ class SpatioTemporalGP:
                 vb = v.T.reshape(*batch, m, self.n)
                 cov = self.covariance(z, z) - vb @ vb.transpose(-1, -2)
             else:
-                var = (lam - (v * v).sum(0)).clamp_min(_MIN_VARIANCE)
+                var = (self.prior_variance(flat) - (v * v).sum(0)).clamp_min(_MIN_VARIANCE)
         mean = mean.reshape(*batch, m)
         if not standardized:
             mean = mean * self._target_scale + self._target_mean

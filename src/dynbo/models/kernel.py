@@ -7,6 +7,13 @@ spatial coordinates (already mapped to the unit box by the policy) followed by t
 time stamp in the policy's time unit (seconds or steps). A kernel with
 ``temporal=None`` ignores time and its inputs are the ``d`` spatial coordinates only.
 With ``ard=True`` the spatial distance is ``sqrt(sum_j ((x_j - x'_j) / l_j)^2)``.
+
+The temporal factor may also be the Wiener-process covariance of UI-TVBO (Brunzema,
+von Rohr & Trimpe 2022), ``k_T(t, t') = 1 + min(t, t') / l_T`` for ``t, t' >= 0``:
+with ``lambda = sigma_k^2`` and ``l_T = sigma_k^2 / sigma_w^2`` the kernel is
+``k_S (sigma_k^2 + sigma_w^2 min(t, t'))``, a random walk of functions whose variance
+grows by ``sigma_w^2`` per time unit (``temporal="wiener"``). It is not stationary, so
+the relevancy criterion and the theory module, which need spectral densities, reject it.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from typing import Any
 
 import torch
 
-from dynbo.kernels import Family, as_family, correlation
+from dynbo.kernels import Family, as_family, correlation, correlation_and_scale_derivative
 
 __all__ = [
+    "WIENER",
     "KernelSpec",
+    "as_temporal",
     "Hyperparameters",
     "HyperparameterBounds",
     "markov_epsilon",
@@ -34,6 +43,26 @@ _HYPERPARAMETER_NAMES = ("outputscale", "lengthscale_space", "lengthscale_time",
 # sqrt finite at coincident points (there the true gradient of an even kernel is 0).
 _MIN_SQUARED_DISTANCE = 1e-30
 
+#: the temporal "family" of the Wiener-process covariance ``1 + min(t, t') / l_T``.
+WIENER = "wiener"
+
+
+def as_temporal(family: Family | str) -> Family | str:
+    """Parse a temporal factor name: a stationary family or ``"wiener"``.
+
+    Raises:
+        ValueError: naming the unknown family.
+    """
+    if isinstance(family, str) and family.lower() == WIENER:
+        return WIENER
+    try:
+        return as_family(family)
+    except ValueError:
+        raise ValueError(
+            f"unknown temporal kernel {family!r}; expected one of "
+            "'se', 'matern12', 'matern32', 'matern52', 'wiener'"
+        ) from None
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -42,14 +71,15 @@ class KernelSpec:
     Attributes:
         dim: number of spatial dimensions ``d``.
         spatial: family of ``k_S`` (default Matern-5/2, the papers' default).
-        temporal: family of ``k_T`` (default Matern-3/2), or ``None`` for a purely
-            spatial kernel that ignores time.
+        temporal: family of ``k_T`` (default Matern-3/2), ``"wiener"`` for the
+            Wiener-process factor ``1 + min(t, t') / l_T`` (time since the start,
+            ``t >= 0``), or ``None`` for a purely spatial kernel that ignores time.
         ard: one spatial lengthscale per dimension instead of one shared lengthscale.
     """
 
     dim: int
     spatial: Family = Family.MATERN52
-    temporal: Family | None = Family.MATERN32
+    temporal: Family | str | None = Family.MATERN32
     ard: bool = False
 
     def __post_init__(self) -> None:
@@ -57,12 +87,63 @@ class KernelSpec:
             raise ValueError(f"kernel dimension must be a positive integer, got {self.dim!r}")
         object.__setattr__(self, "spatial", as_family(self.spatial))
         if self.temporal is not None:
-            object.__setattr__(self, "temporal", as_family(self.temporal))
+            object.__setattr__(self, "temporal", as_temporal(self.temporal))
 
     @property
     def uses_time(self) -> bool:
         """Whether the last input column is a time stamp."""
         return self.temporal is not None
+
+    @property
+    def stationary(self) -> bool:
+        """Whether ``k`` depends on the inputs only through their differences."""
+        return self.temporal != WIENER
+
+    def temporal_argument(self, t1: torch.Tensor, t2: torch.Tensor) -> torch.Tensor:
+        """What the temporal factor reads: ``|t - t'|``, or ``min(t, t')`` for Wiener.
+
+        Args:
+            t1: ``(..., n1)`` time stamps; t2: ``(..., n2)``.
+
+        Returns:
+            ``(..., n1, n2)``, in time units (divide by ``l_T`` for the factor).
+        """
+        if self.temporal == WIENER:
+            return torch.minimum(t1[..., :, None], t2[..., None, :])
+        return (t1[..., :, None] - t2[..., None, :]).abs()
+
+    def temporal_factor(self, scaled: torch.Tensor) -> torch.Tensor:
+        """``k_T`` at ``scaled = temporal_argument / l_T`` (any shape)."""
+        if self.temporal == WIENER:
+            return 1.0 + scaled
+        assert self.temporal is not None
+        return correlation(self.temporal, scaled)
+
+    def temporal_factor_and_scale_derivative(
+        self, scaled: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``k_T`` and its derivative in ``log l_T`` at ``scaled`` (the fit's gradient).
+
+        For Wiener, ``d (1 + m / l) / d log l = -m / l``; for the stationary families see
+        :func:`dynbo.kernels.correlation_and_scale_derivative`.
+        """
+        if self.temporal == WIENER:
+            return 1.0 + scaled, -scaled
+        assert self.temporal is not None
+        return correlation_and_scale_derivative(self.temporal, scaled)
+
+    def diagonal(
+        self, inputs: torch.Tensor, lengthscale_time: torch.Tensor | float | None
+    ) -> torch.Tensor:
+        """``k_S(z, z) k_T(z, z)`` of each row of ``(..., n, input_dim)``: ``(..., n)``.
+
+        1 for the stationary kernels; ``1 + t / l_T`` for the Wiener factor, whose
+        prior variance grows with time.
+        """
+        if self.temporal == WIENER:
+            assert lengthscale_time is not None
+            return 1.0 + inputs[..., self.dim] / lengthscale_time
+        return inputs.new_ones(inputs.shape[:-1])
 
     @property
     def input_dim(self) -> int:
@@ -90,7 +171,7 @@ class KernelSpec:
                 kernel has no temporal part).
 
         Returns:
-            ``(..., n1, n2)`` correlations in ``[0, 1]``.
+            ``(..., n1, n2)`` correlations in ``[0, 1]`` (Wiener: ``k_S (1 + min / l_T)``).
         """
         d = self.dim
         x1 = inputs1[..., :d] / lengthscale_space
@@ -99,8 +180,8 @@ class KernelSpec:
         corr = correlation(self.spatial, sq.clamp_min(_MIN_SQUARED_DISTANCE).sqrt())
         if self.temporal is not None:
             assert lengthscale_time is not None
-            dt = (inputs1[..., d, None] - inputs2[..., None, :, d]).abs() / lengthscale_time
-            corr = corr * correlation(self.temporal, dt)
+            argument = self.temporal_argument(inputs1[..., d], inputs2[..., d])
+            corr = corr * self.temporal_factor(argument / lengthscale_time)
         return corr
 
     def spatial_only(self) -> KernelSpec:

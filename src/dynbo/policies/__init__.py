@@ -4,6 +4,7 @@
 the names.
 """
 
+from dynbo.policies.abo import ABO
 from dynbo.policies.base import (
     Dataset,
     Diagnostics,
@@ -19,10 +20,12 @@ from dynbo.policies.bolt import BOLT
 from dynbo.policies.gp_ucb import GPUCB, SpatioTemporalGPUCB
 from dynbo.policies.resetting import ETGPUCB, RGPUCB
 from dynbo.policies.tv_gp_ucb import TVGPUCB
+from dynbo.policies.ui_tvbo import UITVBO
 from dynbo.policies.wdbo import WDBO
 from dynbo.policies.window import BRGPUCB, SWGPUCB, WGPUCB
 
 __all__ = [
+    "ABO",
     "BOLT",
     "BRGPUCB",
     "ETGPUCB",
@@ -30,6 +33,7 @@ __all__ = [
     "RGPUCB",
     "SWGPUCB",
     "TVGPUCB",
+    "UITVBO",
     "WDBO",
     "WGPUCB",
     "Dataset",

@@ -30,19 +30,28 @@ import numbers
 import time as _time
 from abc import ABC
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from dynbo.acquisition.optimize import BoxSearch, maximize_on_box, maximize_on_candidates
+from dynbo.acquisition.latency import DurationTable
+from dynbo.acquisition.optimize import BoxSearch, maximize_acquisition
 from dynbo.acquisition.ucb import BetaSchedule, UpperConfidenceBound, make_beta_schedule
 from dynbo.kernels import as_family
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
-from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, KernelSpec
+from dynbo.models.kernel import (
+    WIENER,
+    HyperparameterBounds,
+    Hyperparameters,
+    KernelSpec,
+    as_temporal,
+)
 from dynbo.policies.domain import SearchDomain
+from dynbo.policies.records import Dataset, Diagnostics, Query
+from dynbo.policies.state import STATE_FORMAT, check_state
 from dynbo.validation import (
     MAX_ABS_TIME,
     boolean,
@@ -63,7 +72,8 @@ __all__ = [
     "policy_class",
 ]
 
-STATE_FORMAT = 2
+#: values of the ``acquisition_time`` option (see :class:`Policy`).
+ACQUISITION_TIMES = ("now", "response")
 
 _REGISTRY: dict[str, type[Policy]] = {}
 
@@ -120,62 +130,6 @@ def policy_class(name: str) -> type[Policy]:
     if name not in _REGISTRY:
         raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
     return _REGISTRY[name]
-
-
-@dataclass(frozen=True)
-class Query:
-    """What a policy asks for.
-
-    Attributes:
-        x: ``(d,)`` point in the original domain.
-        t: time at which to evaluate it (the ``t`` given to ``suggest`` unless the
-            policy looks ahead, like ABO).
-    """
-
-    x: np.ndarray
-    t: float
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """The observations a policy currently keeps (original domain and units).
-
-    Attributes:
-        x: ``(n, d)`` points.
-        t: ``(n,)`` time stamps.
-        y: ``(n,)`` observed values.
-    """
-
-    x: np.ndarray
-    t: np.ndarray
-    y: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-
-@dataclass
-class Diagnostics:
-    """What happened in one iteration (one ``suggest``).
-
-    Times are wall-clock seconds of this process. ``extra`` holds policy-specific
-    values (W-DBO's budget, BOLT's n* and response-time model, ...).
-    """
-
-    iteration: int
-    time: float
-    fit_seconds: float = 0.0
-    acquisition_seconds: float = 0.0
-    cleaning_seconds: float = 0.0
-    removed: int = 0
-    reset: bool = False
-    additional_queries: int = 0
-    dataset_size: int = 0
-    hyperparameters: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _jsonable(value: Any) -> Any:
@@ -269,6 +223,15 @@ class Policy(ABC):
             (``docs/design.md``). Ignored when ``hyperparameter_bounds`` sets
             ``lengthscale_time``.
         standardize: standardize targets (default True).
+        acquisition_time: ``"now"`` (default, the papers' choice): the acquisition is
+            maximized at the time ``t`` the policy is asked; ``"response"``
+            (latency-aware): at ``t + D_hat``, where ``D_hat`` is the policy's prediction
+            of the delay until its query is evaluated (``R(n)``, a cubic in the dataset
+            size fitted to the delays it has seen between a ``suggest`` and the next
+            ``observe``, as BOLT fits its response time) plus ``evaluation_cost``.
+        evaluation_cost: seconds added to ``D_hat`` with ``acquisition_time="response"``
+            (the part of an evaluation before the measurement, when the observations'
+            time stamps do not already include it; default 0).
         dtype: ``"float64"`` (default) or ``"float32"``.
         device: torch device of the model (``"cpu"``, ``"cuda"``, ...).
     """
@@ -281,6 +244,11 @@ class Policy(ABC):
     #: the temporal family the algorithm prescribes (``None``: the ``temporal_kernel``
     #: option chooses); a harness does not impose a benchmark's family on it.
     fixed_temporal_kernel: ClassVar[str | None] = None
+    #: whether the policy takes the known ``noise_variance`` of ``y`` as an option (a
+    #: harness passes the benchmark's).
+    known_noise: ClassVar[bool] = False
+    #: whether the algorithm needs a stationary temporal factor (no ``"wiener"``).
+    stationary_time_only: ClassVar[bool] = False
     #: ``min_fit_size`` when the option is not given.
     default_min_fit_size: ClassVar[int] = 1
 
@@ -318,6 +286,8 @@ class Policy(ABC):
         time_scale: float | None = None,
         lengthscale_time_floor: str | float | None = "sampling_interval",
         standardize: bool = True,
+        acquisition_time: str = "now",
+        evaluation_cost: float = 0.0,
         dtype: str = "float64",
         device: str | None = None,
     ) -> None:
@@ -358,11 +328,28 @@ class Policy(ABC):
         self.lengthscale_time_floor = lengthscale_time_floor
         self.learn_hyperparameters = boolean("learn_hyperparameters", learn_hyperparameters)
         self.standardize = boolean("standardize", standardize)
+        if acquisition_time not in ACQUISITION_TIMES:
+            raise ValueError(
+                f"acquisition_time must be one of {ACQUISITION_TIMES}, got {acquisition_time!r}"
+            )
+        self.acquisition_time = acquisition_time
+        self.evaluation_cost = finite_number("evaluation_cost", evaluation_cost)
+        if self.evaluation_cost < 0:
+            raise ValueError(f"evaluation_cost must be >= 0, got {evaluation_cost!r}")
+        # delays between a suggest and the next observe, per dataset size at the suggest
+        self._delays = DurationTable()
+        self._awaiting: tuple[float, int] | None = None
         self._max_abs_target = max_abs_target(self.dtype)
+        if self.stationary_time_only and self.models_time:
+            if as_temporal(temporal_kernel) == WIENER:
+                raise ValueError(
+                    f"temporal_kernel: {self.name} needs a stationary temporal kernel (its "
+                    "relevancy criterion integrates spectral densities), got 'wiener'"
+                )
         self.kernel = KernelSpec(
             dim=self.dim,
             spatial=as_family(spatial_kernel),
-            temporal=as_family(temporal_kernel) if self.models_time else None,
+            temporal=as_temporal(temporal_kernel) if self.models_time else None,
             ard=boolean("ard", ard),
         )
         self._user_bounds = (
@@ -456,14 +443,15 @@ class Policy(ABC):
 
     def _run_iteration(self, t: float) -> Query:
         diag = Diagnostics(iteration=self._iteration + 1, time=t)
+        size_before = self.dataset_size
         start = _time.perf_counter()
         self._prepare(t, diag)
         prepared = _time.perf_counter()
         if self.learn_hyperparameters and self.dataset_size >= self.min_fit_size:
-            self._fit(t)
+            diag.fit_evaluations = self._fit(t).evaluations
         elif self.dataset_size > 0:
             # fixed hyperparameters: only the standardization follows the data
-            self._gp.restandardize()
+            self._restandardize()
         fitted = _time.perf_counter()
         self._clean(t, diag)
         cleaned = _time.perf_counter()
@@ -476,6 +464,7 @@ class Policy(ABC):
         diag.hyperparameters = self._gp.hyperparameters.as_dict()
         self._iteration += 1
         self._last_suggest_time = t
+        self._awaiting = (t, size_before)
         self._diagnostics = diag
         return Query(x=self._domain.point_from_unit(unit), t=float(query_time))
 
@@ -508,6 +497,10 @@ class Policy(ABC):
         if self._first_time is None:
             self._first_time = t
         self._last_observe_time = t
+        if self._awaiting is not None:
+            asked, size = self._awaiting
+            self._delays.record(size, t - asked)
+            self._awaiting = None
 
     @staticmethod
     def _validate_time(t: Any) -> float:
@@ -565,8 +558,30 @@ class Policy(ABC):
             return torch.cat([unit, times.reshape(-1, 1)], dim=1)
         return unit
 
+    def aim_time(self, t: float) -> float:
+        """The clock time a query asked for at ``t`` is aimed at (seconds or steps).
+
+        ``t`` itself, or with ``acquisition_time="response"`` ``t + D_hat``: the
+        predicted delay at the current dataset size (0 before any delay was seen) plus
+        ``evaluation_cost``.
+        """
+        if self.acquisition_time == "now":
+            return t
+        delay = self._delays.predict(self.dataset_size)
+        return t + (0.0 if delay is None else max(delay, 0.0)) + self.evaluation_cost
+
     def _acquisition_time(self, t: float) -> float:
-        """The time coordinate at which the acquisition is maximized (default ``t``)."""
+        """The GP time coordinate at which the acquisition is maximized (:meth:`aim_time`)."""
+        return self.aim_time(t)
+
+    def _acquisition_function(self, t: float) -> UpperConfidenceBound:
+        """The acquisition of the iteration at ``t`` (default: UCB at the aimed time)."""
+        return UpperConfidenceBound(
+            self._acquisition_model(), self.kappa(), self._acquisition_time(t)
+        )
+
+    def _query_time(self, t: float, acq: UpperConfidenceBound, unit: torch.Tensor) -> float:
+        """The clock time the query asks to be evaluated at (default ``t``: now)."""
         return t
 
     def beta(self) -> float:
@@ -589,21 +604,25 @@ class Policy(ABC):
 
     def _acquire(self, t: float, diag: Diagnostics) -> tuple[torch.Tensor, float]:
         """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
-        query_time = self._acquisition_time(t)
-        acq = UpperConfidenceBound(self._acquisition_model(), self.kappa(), query_time)
-        candidates = self._domain.candidates_unit
-        if candidates is not None:
-            index, _ = maximize_on_candidates(acq, candidates)
-            return candidates[index], t
-        unit, _ = maximize_on_box(
+        acq = self._acquisition_function(t)
+        searches_time = acq.time_window is not None
+        record: dict[str, int] = {}
+        unit = maximize_acquisition(
             acq,
             self.dim,
+            candidates=self._domain.candidates_unit,
+            searches_time=searches_time,
             search=self.search,
             generator=self._generator,
             dtype=self.dtype,
             device=self.device,
+            record=record,
         )
-        return unit, t
+        diag.acquisition_evaluations = record.get("evaluations", 0)
+        query_time = self._query_time(t, acq, unit)
+        if searches_time:
+            diag.extra["query_time"] = query_time
+        return (unit[: self.dim] if searches_time else unit), query_time
 
     def _extra_state(self) -> dict[str, Any]:
         """Subclass state for :meth:`state_dict` (plain values and tensors)."""
@@ -659,6 +678,10 @@ class Policy(ABC):
         inputs, noise_scale = self._gp.inputs[mask], self._gp.noise_scale[mask]
         self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
         self._gp.set_data(inputs, self._y.to(self.device), noise_scale)
+
+    def _restandardize(self) -> None:
+        """Recompute the target standardization from the data held."""
+        self._gp.restandardize()
 
     def _fit(self, t: float) -> FitResult:
         """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.
@@ -814,6 +837,7 @@ class Policy(ABC):
             "generator": self._generator.get_state(),
             "diagnostics": None if self._diagnostics is None else self._diagnostics.as_dict(),
             "extra": self._extra_state(),
+            "latency": {"delays": self._delays.state(), "awaiting": self._awaiting},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -841,80 +865,23 @@ class Policy(ABC):
             diag = state["diagnostics"]
             self._diagnostics = None if diag is None else Diagnostics(**diag)
             self._load_extra_state(state["extra"])
+            # states saved before latency-aware acquisition existed have no delays
+            latency = state.get("latency") or {"delays": {}, "awaiting": None}
+            self._delays = DurationTable.from_state(latency["delays"])
+            awaiting = latency["awaiting"]
+            self._awaiting = None if awaiting is None else (float(awaiting[0]), int(awaiting[1]))
         except Exception as err:  # noqa: BLE001 - any malformed piece: state unchanged
             self._restore(snapshot)
             raise ValueError(f"invalid policy state: {type(err).__name__}: {err}") from None
 
     def _check_state(self, state: Mapping[str, Any]) -> None:
-        if not isinstance(state, Mapping):
-            raise ValueError(f"a policy state must be a mapping, got {type(state).__name__}")
-        if state.get("format") != STATE_FORMAT:
-            raise ValueError(f"unsupported policy state format {state.get('format')!r}")
-        if state.get("policy") != self.name:
-            raise ValueError(f"state is for policy {state.get('policy')!r}, not {self.name!r}")
-        required = {
-            "config",
-            "iteration",
-            "fitted",
-            "time_scale",
-            "first_time",
-            "last_suggest_time",
-            "last_observe_time",
-            "data",
-            "gp",
-            "generator",
-            "diagnostics",
-            "extra",
-        }
-        missing = sorted(required - set(state))
-        if missing:
-            raise ValueError(f"policy state is missing {', '.join(missing)}")
-        if state["config"] != self.config:
-            keys = sorted(
-                k
-                for k in set(state["config"]) | set(self._config)
-                if state["config"].get(k) != self._config.get(k)
-            )
-            raise ValueError(f"state was saved with a different configuration ({', '.join(keys)})")
-        data, gp = state["data"], state["gp"]
-        if not isinstance(data, Mapping) or not isinstance(gp, Mapping):
-            raise ValueError("policy state: 'data' and 'gp' must be mappings")
-        for where, part, keys in (
-            ("data", data, ("x", "t", "y")),
-            ("gp", gp, ("inputs", "targets", "noise_scale", "factor", "alpha")),
-        ):
-            for key in keys:
-                if not isinstance(part.get(key), torch.Tensor):
-                    got = type(part.get(key)).__name__ if key in part else "nothing"
-                    raise ValueError(f"policy state: {where}.{key} must be a tensor, got {got}")
-        if not isinstance(state["generator"], torch.Tensor):
-            raise ValueError("policy state: generator must be a tensor (torch.Generator state)")
-        for key in ("time_scale", "first_time", "last_suggest_time", "last_observe_time"):
-            value = state[key]
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-            ):
-                raise ValueError(f"policy state: {key} must be a number or None, got {value!r}")
-        if isinstance(state["iteration"], bool) or not isinstance(state["iteration"], int):
-            raise ValueError(
-                f"policy state: iteration must be an integer, got {state['iteration']!r}"
-            )
-        try:
-            n = int(data["y"].shape[0])
-            shapes = {
-                "data.x": (data["x"].shape, (n, self.dim)),
-                "data.t": (data["t"].shape, (n,)),
-                "gp.inputs": (gp["inputs"].shape, (n, self.kernel.input_dim)),
-                "gp.targets": (gp["targets"].shape, (n,)),
-                "gp.noise_scale": (gp["noise_scale"].shape, (n,)),
-                "gp.factor": (gp["factor"].shape, (n, n)),
-                "gp.alpha": (gp["alpha"].shape, (n,)),
-            }
-        except (KeyError, AttributeError, TypeError, IndexError) as err:
-            raise ValueError(f"policy state is incomplete: {type(err).__name__}: {err}") from None
-        for name, (got, want) in shapes.items():
-            if tuple(got) != want:
-                raise ValueError(f"policy state: {name} has shape {tuple(got)}, expected {want}")
+        check_state(
+            state,
+            policy=self.name,
+            config=self._config,
+            dim=self.dim,
+            input_dim=self.kernel.input_dim,
+        )
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> Policy:

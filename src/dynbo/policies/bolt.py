@@ -11,10 +11,9 @@ pairs, recomputes ``n*`` every iteration (warm-started discrete ascent) and, whi
 dataset is larger than ``n*``, removes the observation whose removal moves the GP least
 in the Wasserstein sense (eq. 12).
 
-The measurements are kept as one aggregate per dataset size (count and sum of
-durations) and the cubic is fitted to the means weighted by the counts: the same
-least-squares problem as on every pair, in memory bounded by the number of distinct
-sizes instead of growing by one pair per iteration for ever.
+The measurements are kept as one aggregate per dataset size
+(:class:`dynbo.acquisition.latency.DurationTable`: the same least-squares fit as on
+every pair, in memory bounded by the number of distinct sizes).
 """
 
 from __future__ import annotations
@@ -24,9 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
-from dynbo.theory import fit_cubic, max_dataset_size
+from dynbo.theory import max_dataset_size
 from dynbo.validation import boolean, positive_int
 
 __all__ = ["BOLT"]
@@ -54,6 +54,7 @@ class BOLT(Policy):
         "Time-Varying Bayesian Optimization Algorithms, Algorithm 1 and eq. 9"
     )
     models_time = True
+    stationary_time_only = True
 
     def __init__(
         self,
@@ -77,8 +78,7 @@ class BOLT(Policy):
         self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
         self.remove_until_cap = boolean("remove_until_cap", remove_until_cap)
         self.paper_compat = boolean("paper_compat", paper_compat)
-        # dataset size -> [number of measurements, sum of their durations (s)]
-        self._responses: dict[int, list[float]] = {}
+        self._responses = DurationTable()
         self._previous_time: float | None = None
         self._previous_size = 0
         self._max_size: int | None = None
@@ -90,18 +90,14 @@ class BOLT(Policy):
 
     def response_time_model(self) -> tuple[float, float, float, float] | None:
         """Coefficients of the fitted ``R(n)`` (``None`` with too few distinct sizes)."""
-        if len(self._responses) < self.min_response_points:
-            return None
-        table = self.response_dataset()
-        return fit_cubic(table[:, 0], table[:, 1], weights=table[:, 2]).coefficients
+        model = self._responses.model(self.min_response_points)
+        return None if model is None else model.coefficients
 
     def _prepare(self, t: float, diag: Diagnostics) -> None:
         # The duration between two clock reads belongs to the dataset size at the
         # start of the earlier iteration (BOLT Sec. 4).
         if self._previous_time is not None:
-            entry = self._responses.setdefault(self._previous_size, [0, 0.0])
-            entry[0] += 1
-            entry[1] += t - self._previous_time
+            self._responses.record(self._previous_size, t - self._previous_time)
         self._previous_time = t
         self._previous_size = self.dataset_size
 
@@ -146,16 +142,14 @@ class BOLT(Policy):
 
     def _extra_state(self) -> dict[str, Any]:
         return {
-            "responses": {str(n): list(v) for n, v in self._responses.items()},
+            "responses": self._responses.state(),
             "previous_time": self._previous_time,
             "previous_size": self._previous_size,
             "max_size": self._max_size,
         }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._responses = {
-            int(n): [int(count), float(total)] for n, (count, total) in state["responses"].items()
-        }
+        self._responses = DurationTable.from_state(state["responses"])
         self._previous_time = state["previous_time"]
         self._previous_size = int(state["previous_size"])
         self._max_size = None if state["max_size"] is None else int(state["max_size"])
@@ -165,5 +159,4 @@ class BOLT(Policy):
 
         One row per distinct dataset size measured, in increasing size.
         """
-        rows = [(n, total / count, count) for n, (count, total) in sorted(self._responses.items())]
-        return np.asarray(rows, dtype=float).reshape(-1, 3)
+        return self._responses.rows()

@@ -33,7 +33,7 @@ from dynbo.models.kernel import (
     markov_lengthscale,
 )
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import finite_number
+from dynbo.validation import finite_number, ordered_pair
 
 __all__ = ["TVGPUCB", "parse_epsilon", "parse_epsilon_bounds"]
 
@@ -50,13 +50,7 @@ def parse_epsilon(name: str, value: Any) -> float:
 
 def parse_epsilon_bounds(value: Any) -> tuple[float, float]:
     """A ``(low, high)`` pair inside (0, 1) with ``low < high``, or a ``ValueError``."""
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ValueError(f"epsilon_bounds must be a (low, high) pair, got {value!r}")
-    low = parse_epsilon("epsilon_bounds[0]", value[0])
-    high = parse_epsilon("epsilon_bounds[1]", value[1])
-    if not low < high:
-        raise ValueError(f"epsilon_bounds must have low < high, got {value!r}")
-    return low, high
+    return ordered_pair("epsilon_bounds", value, parse_epsilon)
 
 
 @register
@@ -128,7 +122,7 @@ class TVGPUCB(Policy):
         self._count += 1
 
     def _acquisition_time(self, t: float) -> float:
-        return self._coordinate(t, self._count + 1)
+        return self._coordinate(self.aim_time(t), self._count + 1)
 
     def fit_bounds(self) -> HyperparameterBounds:
         """``l_T`` bounded by ``epsilon_bounds`` (or fixed at the given ``eps``)."""

@@ -259,6 +259,8 @@ class WassersteinRelevancy:
         """
         if kernel.temporal is None or hyperparameters.lengthscale_time is None:
             raise ValueError("the relevancy criterion needs a kernel that models time")
+        if not kernel.stationary:
+            raise ValueError("the relevancy criterion needs a stationary temporal kernel")
         conv = convolution_matrix(
             inputs,
             spatial=kernel.spatial,
