@@ -46,14 +46,14 @@ def round_trip_matches(policy: Policy, t: float) -> bool:
 def smoke(name: str, clock: str, iterations: int) -> dict:
     entry = suite("quick").entries[0]
     # long enough that max_iterations, not the horizon, ends the run
-    horizon = float(iterations + 1) if clock == "step" else 1e6
+    horizon = 10.0 * iterations if clock == "step" else 1e6
     spec = RunSpec(
         benchmark=entry.benchmark,
         benchmark_options={**entry.options, "horizon": horizon, "cost": COST},
         policy=name,
         seed=0,
-        # ABO asks to wait l_T / 3; with the long horizon used here its l_T prior is
-        # long too, and it would jump to the horizon: cap the look-ahead at 1 time unit
+        # ABO asks to wait l_T / 3 (under the step clock too, skipping steps); with the
+        # long horizon used here its l_T prior is long too: cap the look-ahead at 1 unit
         policy_options={"max_lookahead": 1.0} if name == "abo" else {},
         protocol=Protocol(
             clock=clock,

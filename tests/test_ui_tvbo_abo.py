@@ -193,12 +193,41 @@ def test_ui_tvbo_rejects_bad_options_naming_them():
             make("ui-tvbo", bounds=b, **kwargs)
 
 
-def test_stationary_only_policies_reject_the_wiener_kernel():
-    for name in ("wdbo", "bolt"):
+def test_only_ui_tvbo_takes_the_wiener_kernel():
+    # it needs time measured from an origin, which only UI-TVBO's coordinates provide
+    for name in ("wdbo", "bolt", "st-gp-ucb", "abo"):
         with pytest.raises(ValueError, match="temporal_kernel"):
             make(name, bounds=[[0], [1]], temporal_kernel="wiener")
-    # the spatio-temporal GP-UCB takes it (UI-TVBO's model with a learned noise)
-    make("st-gp-ucb", bounds=[[0], [1]], temporal_kernel="wiener")
+
+
+def test_ui_tvbo_rejects_the_options_it_sets_itself():
+    b, noise = [[0], [1]], {"noise_variance": 0.1}
+    for kwargs, word in [
+        ({"initial_hyperparameters": {"noise": 0.5}}, "initial_hyperparameters"),
+        ({"hyperparameter_bounds": {"lengthscale_time": (1, 2)}}, "hyperparameter_bounds"),
+        ({"hyperpriors": False}, "hyperpriors"),
+        ({"lengthscale_time_floor": 1.0}, "lengthscale_time_floor"),
+        ({"binning_recent": 4}, "binning_recent"),
+        ({"learn_wiener_variance": True, "wiener_variance": 2.0}, "wiener_variance"),
+    ]:
+        with pytest.raises(ValueError, match=word):
+            make("ui-tvbo", bounds=b, **noise, **kwargs)
+    # the spatial ones stay the user's
+    make("ui-tvbo", bounds=b, **noise, hyperparameter_bounds={"lengthscale_space": (0.1, 2)})
+
+
+def test_ui_tvbo_origin_is_the_first_time_seen_not_an_aimed_time():
+    p = make(
+        "ui-tvbo",
+        bounds=[[0], [1]],
+        noise_variance=0.01,
+        acquisition_time="response",
+        evaluation_cost=3.0,
+        **FAST,
+    )
+    q = p.suggest(10.0)  # aims at 13: the origin stays 10
+    p.observe(q.x, 11.0, 0.5)
+    assert p.model.inputs[0, 1].item() == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- ABO
@@ -241,6 +270,42 @@ def test_abo_rejects_bad_options_naming_them():
     ]:
         with pytest.raises(ValueError, match=word):
             make("abo", bounds=[[0], [1]], **kwargs)
+
+
+def test_abo_latency_aware_window_stays_within_now_plus_the_lookahead():
+    # the delays it learns exclude its own waits, so the window does not drift away
+    p = make("abo", bounds=[[0, 0], [1, 1]], seed=0, acquisition_time="response", **FAST)
+    drive(p, 4)
+    t = 4.0
+    for _ in range(10):
+        q = p.suggest(t)
+        window = p.diagnostics.extra["lookahead"]
+        assert t - 1e-12 <= q.t <= t + window + 1e-12
+        landing = max(q.t, t + 0.2)  # a response time of 0.2
+        p.observe(q.x, landing, f(q.x, landing))
+        t = landing + 0.1
+    # only the answers that came after the wanted time were delays (all 0.2 s here)
+    rows = p._delays.rows()
+    assert set(np.round(rows[rows[:, 0] >= 4, 1], 9)) <= {0.2}
+    assert p.aim_time(t) - t < 1.0  # the cubic through them, one size ahead
+
+
+def test_the_step_clock_evaluates_abo_at_the_first_step_at_or_after_its_time():
+    spec = RunSpec(
+        benchmark="eggholder",
+        benchmark_options={"dim": 1, "horizon": 40.0},
+        policy="abo",
+        seed=0,
+        protocol=Protocol(clock="step", warmup=5),
+        policy_options=FAST,
+    )
+    result = execute(spec)
+    assert result.status == "done", result.error
+    rows = [r for r in result.iterations if not r["warmup"]]
+    for row in rows:
+        asked = json.loads(row["extra"])["query_time"]
+        assert row["t"] == max(math.ceil(asked - 1e-9), row["s"])
+    assert any(r["t"] > r["s"] for r in rows)  # it did ask to wait
 
 
 def test_the_harness_evaluates_abo_at_the_time_it_asks_for():

@@ -1,4 +1,4 @@
-"""The ``dynbo`` command line: run, bench, list, calibrate, export.
+"""The ``dynbo`` command line: run, bench, list, calibrate, export, report, show.
 
     dynbo run --benchmark eggholder --policy st-gp-ucb --clock measured --horizon 120
     dynbo bench --suite quick --workers 2 --store results/quick.sqlite
@@ -6,6 +6,8 @@
     dynbo list [benchmarks|suites|policies]
     dynbo calibrate --policy st-gp-ucb --sizes 25 50 100 200
     dynbo export --store results/quick.sqlite --format parquet --out results/quick
+    dynbo report results/quick.sqlite --out results/quick-report
+    dynbo show results/quick.sqlite [--campaign ID] [--format markdown]
 
 Bad arguments end with one line on stderr (``dynbo: error: ...``) and exit status 2; an
 interrupt (Ctrl-C) with one line and exit status 130.
@@ -217,6 +219,44 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--format", default="csv", choices=["csv", "parquet"])
     export.add_argument("--out", required=True, help="output directory")
     export.add_argument("--campaign", help="only this campaign id")
+    report = add(
+        "report",
+        "write a campaign's HTML report (tables and figures)",
+        "Read a store (read-only) and write one self-contained HTML page with the "
+        "campaign's tables and figures, plus its Markdown and LaTeX table; prints the "
+        "page's path.",
+    )
+    report.add_argument("store", help="result store (SQLite file)")
+    report.add_argument("--campaign", help="campaign id or unique prefix (default: the newest)")
+    report.add_argument("--out", required=True, help="output directory")
+    report.add_argument(
+        "--animate",
+        action="store_true",
+        help="add a GIF of one run per policy variant on each 1-D benchmark (re-runs it)",
+    )
+    show = add(
+        "show",
+        "list a store's campaigns and print one's table",
+        "List the campaigns of a store (read-only) and print the table of one of them "
+        "(the newest unless --campaign) without running anything.",
+    )
+    show.add_argument("store", help="result store (SQLite file)")
+    show.add_argument("--campaign", help="campaign id or unique prefix (default: the newest)")
+    show.add_argument(
+        "--metric",
+        default="average_regret",
+        help="run summary metric: average_regret, time_averaged_regret, cumulative_regret, "
+        "queries, mean_response_time, final_dataset_size, max_dataset_size",
+    )
+    show.add_argument("--format", default="text", choices=["text", "markdown", "latex", "html"])
+    theory = add(
+        "theory",
+        "draw BOLT's theory figures (Fig. 1 and 2)",
+        "Write BOLT's Fig. 1 (lower-bound regret slope against the sampling frequency) and "
+        "Fig. 2 (dataset utility against the dataset size, n* marked) as PNG files; prints "
+        "their paths.",
+    )
+    theory.add_argument("--out", required=True, help="output directory")
     return parser
 
 
@@ -332,7 +372,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         )
         for run_id, message in outcome.failures:
             print(f"  failed {run_id}: {message}")
-        print(summary_table(store.runs(outcome.campaign_id)))
+        config = next(
+            c["config"] for c in store.campaigns() if c["campaign_id"] == outcome.campaign_id
+        )
+        print(summary_table(store.runs(outcome.campaign_id), config=config))
     return 0 if outcome.failed == 0 else 1
 
 
@@ -425,12 +468,69 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _existing_store(path: str) -> None:
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise CliError(f"no result store at {path}")
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from dynbo.report.html import write_report
+
+    _existing_store(args.store)
+    print(write_report(args.store, args.out, args.campaign, animate=args.animate))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from dynbo.harness import Store
+    from dynbo.report.html import choose_campaign
+    from dynbo.report.tables import build_table, summary_table
+
+    _existing_store(args.store)
+    with Store(args.store, read_only=True) as store:
+        campaigns = store.campaigns()
+        campaign = choose_campaign(store, args.campaign)
+        runs = store.runs(campaign["campaign_id"])
+    for c in campaigns:
+        when = dt.datetime.fromtimestamp(c["created_at"], dt.timezone.utc)
+        mark = "*" if c is campaign or c["campaign_id"] == campaign["campaign_id"] else " "
+        print(
+            f"{mark} {c['campaign_id'][:12]}  {c['name']:<24} {when:%Y-%m-%d %H:%M}  "
+            f"{c['done']} done, {c['failed']} failed, {c['linked']} linked"
+        )
+    print()
+    if args.format == "text":
+        print(summary_table(runs, args.metric, campaign["config"]))
+        return 0
+    table = build_table(runs, args.metric, campaign["config"])
+    print({"markdown": table.markdown, "latex": table.latex, "html": table.html}[args.format]())
+    return 0
+
+
+def _cmd_theory(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dynbo.report.theory_figures import lower_bound_figure, utility_figure
+
+    out = Path(args.out)
+    print(lower_bound_figure(out / "bolt_fig1_lower_bound_slope.png"))
+    print(utility_figure(out / "bolt_fig2_dataset_utility.png"))
+    return 0
+
+
 _COMMANDS = {
     "run": _cmd_run,
     "bench": _cmd_bench,
     "list": _cmd_list,
     "calibrate": _cmd_calibrate,
     "export": _cmd_export,
+    "report": _cmd_report,
+    "show": _cmd_show,
+    "theory": _cmd_theory,
 }
 
 

@@ -59,11 +59,14 @@ class DurationTable:
     def predict(self, size: int, min_sizes: int = CUBIC_POINTS) -> float | None:
         """Predicted duration at ``size``: the cubic, or the overall mean before it fits.
 
-        ``None`` before the first measurement.
+        The cubic is not extrapolated more than one size beyond the largest measured
+        (a cubic through a few small sizes can grow without bound past them; a policy
+        that measures every iteration is never more than one size ahead). ``None``
+        before the first measurement.
         """
         model = self.model(min_sizes)
         if model is not None:
-            return float(model(size))
+            return float(model(min(size, max(self._table) + 1)))
         if not self._table:
             return None
         count = sum(c for c, _ in self._table.values())

@@ -288,6 +288,7 @@ def execute(
     *,
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
     benchmark: Benchmark | None = None,
+    observer: Callable[[Any, dict[str, Any]], None] | None = None,
 ) -> RunResult:
     """Run one benchmark x policy x seed to the horizon.
 
@@ -298,6 +299,9 @@ def execute(
         spec: the run.
         on_iteration: called with each loop iteration's record (live progress).
         benchmark: an already-built benchmark to use instead of building it from the spec.
+        observer: called after each loop iteration with the policy and the record (to
+            draw the model as it was, e.g. the run animation); it must not change the
+            policy.
 
     Returns:
         The :class:`RunResult` with one record per warm-up point and per iteration.
@@ -347,7 +351,11 @@ def execute(
             measured = time.perf_counter() - work_start
             response = clock.respond(measured, size_before)
             if discrete:
-                landing = s
+                # a query for a later time (ABO) waits for the first step at or after it
+                clock.wait_until(float(math.ceil(query.t - 1e-9)))
+                landing = clock.current()
+                if landing > horizon:
+                    break
             else:
                 if protocol.clock != "wall":
                     clock.advance(response)
@@ -384,6 +392,8 @@ def execute(
             )
             if on_iteration is not None:
                 on_iteration(row)
+            if observer is not None:
+                observer(policy, row)
             pending = (query.x, landing, y)
             if discrete:
                 clock.advance(1.0)

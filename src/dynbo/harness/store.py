@@ -14,7 +14,8 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from dynbo.harness.loop import RunResult, RunSpec, to_json
 if TYPE_CHECKING:  # pandas is an optional dependency (the harness extra)
     import pandas as pd
 
-__all__ = ["Store", "ITERATION_COLUMNS"]
+__all__ = ["Store", "ITERATION_COLUMNS", "policy_variants"]
 
 SCHEMA_VERSION = 1
 
@@ -112,6 +113,66 @@ CREATE TABLE IF NOT EXISTS timings (
     PRIMARY KEY (run_id, k)
 );
 """
+
+
+def _policy_entries(config: Mapping[str, Any] | None) -> list[tuple[str, dict, str | None]]:
+    entries = []
+    for item in (config or {}).get("policies", []) or []:
+        if isinstance(item, str):
+            entries.append((item, {}, None))
+        elif isinstance(item, Mapping) and "name" in item:
+            entries.append((str(item["name"]), dict(item.get("options") or {}), item.get("label")))
+    return entries
+
+
+def policy_variants(
+    runs: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """``run_id -> variant name``: how reports tell configurations of one policy apart.
+
+    The label of the campaign's policy entry whose options the run carries (the most
+    specific one); otherwise, when the runs of one policy on one benchmark (label) have
+    several option sets, the policy name followed by the options that differ there
+    (``wdbo [acquisition_time=response]``); otherwise the policy name. Options that only
+    change from benchmark to benchmark (a suite's per-entry settings, such as R-GP-UCB's
+    block length per ``eps``) do not make variants.
+
+    Args:
+        runs: run rows of :meth:`Store.runs` (``run_id``, ``label``, ``policy``,
+            ``policy_options``).
+        config: the campaign's configuration (its ``policies`` entries' labels win).
+    """
+    entries = _policy_entries(config)
+    option_sets: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for run in runs:
+        key = (run["policy"], run["label"])
+        option_sets[key].add(json.dumps(run["policy_options"], sort_keys=True))
+    differing: dict[str, set[str]] = defaultdict(set)
+    for (policy, _), texts in option_sets.items():
+        sets = [json.loads(t) for t in texts]
+        for k in {k for v in sets for k in v}:
+            if len({json.dumps(v.get(k)) for v in sets}) > 1:
+                differing[policy].add(k)
+    out = {}
+    for run in runs:
+        policy, options = run["policy"], run["policy_options"]
+        # a labelled entry of this policy whose options the run carries (the most specific)
+        matches = [
+            (len(own), label)
+            for name, own, label in entries
+            if name == policy
+            and label
+            and all(k in options and options[k] == v for k, v in own.items())
+        ]
+        if matches:
+            out[run["run_id"]] = max(matches)[1]
+        elif differing[policy]:
+            keys = sorted(differing[policy])
+            shown = ", ".join(f"{k}={options[k]}" for k in keys if k in options)
+            out[run["run_id"]] = f"{policy} [{shown or 'defaults'}]"
+        else:
+            out[run["run_id"]] = policy
+    return out
 
 
 _REQUIRED_NUMBERS = ("k", "warmup", "s", "t", "y", "f", "f_max", "regret")
@@ -320,6 +381,34 @@ class Store:
     def campaign_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT campaign_id FROM campaigns")]
 
+    def campaigns(self) -> list[dict[str, Any]]:
+        """Every campaign, oldest first: id, name, configuration, creation time, run counts.
+
+        ``runs`` counts the runs linked to the campaign that are stored (``done`` and
+        ``failed`` separately); ``linked`` counts every linked run.
+        """
+        rows = self._conn.execute(
+            "SELECT c.campaign_id, c.name, c.config, c.created_at, "
+            "COUNT(cr.run_id), "
+            "SUM(CASE WHEN r.status = 'done' THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN r.status = 'failed' THEN 1 ELSE 0 END) "
+            "FROM campaigns c LEFT JOIN campaign_runs cr ON cr.campaign_id = c.campaign_id "
+            "LEFT JOIN runs r ON r.run_id = cr.run_id "
+            "GROUP BY c.campaign_id ORDER BY c.created_at, c.campaign_id"
+        )
+        return [
+            {
+                "campaign_id": cid,
+                "name": name,
+                "config": json.loads(config),
+                "created_at": created,
+                "linked": int(linked or 0),
+                "done": int(done or 0),
+                "failed": int(failed or 0),
+            }
+            for cid, name, config, created, linked, done, failed in rows
+        ]
+
     def campaign_run_ids(self, campaign_id: str) -> list[str]:
         rows = self._conn.execute(
             "SELECT run_id FROM campaign_runs WHERE campaign_id=? ORDER BY run_id", (campaign_id,)
@@ -368,19 +457,39 @@ class Store:
         return pd.read_sql_query(query + " ORDER BY i.run_id, i.k", self._conn, params=params)
 
     def runs_frame(self, campaign_id: str | None = None) -> pd.DataFrame:
-        """One row per run with its summary metrics as columns (pandas)."""
+        """One row per run: its identity columns, then its summary metrics (pandas).
+
+        The identity columns tell configurations apart: ``campaign_id`` (when one is
+        given), ``benchmark`` (the label), ``benchmark_name``, ``policy``, ``variant``
+        (:func:`policy_variants`), ``seed``, and the JSON of
+        ``benchmark_options``, ``policy_options`` and ``protocol``.
+        """
         import pandas as pd
 
+        runs = self.runs(campaign_id)
+        config = None
+        if campaign_id is not None:
+            config = next(
+                (c["config"] for c in self.campaigns() if c["campaign_id"] == campaign_id), None
+            )
+        variants = policy_variants(runs, config)
         rows = []
-        for run in self.runs(campaign_id):
+        for run in runs:
             row = {
+                "campaign_id": campaign_id,
                 "run_id": run["run_id"],
                 "benchmark": run["label"],
+                "benchmark_name": run["benchmark"],
                 "policy": run["policy"],
+                "variant": variants[run["run_id"]],
                 "seed": run["seed"],
                 "status": run["status"],
                 "error": run["error"],
                 "wall_seconds": run["wall_seconds"],
+                # what tells configurations apart (JSON text, as stored)
+                "benchmark_options": to_json(run["benchmark_options"]),
+                "policy_options": to_json(run["policy_options"]),
+                "protocol": to_json(run["protocol"]),
             }
             row.update(run["summary"])
             rows.append(row)

@@ -17,7 +17,7 @@ iterations (the code's slope is on the hyperparameter itself; the log makes the
 tolerance independent of the time unit, a documented choice), and stays stable after.
 The default (``stability_gating=False``) is ABO as W-DBO and BOLT ran it: always search
 the window. With ``acquisition_time="response"`` the window starts at the aimed time
-``now + D_hat`` instead of now.
+``now + D_hat`` instead of now (it still ends at ``now + l_T / 3``).
 """
 
 from __future__ import annotations
@@ -121,10 +121,11 @@ class ABO(Policy):
         start = self._acquisition_time(t)
         if not self.searches_time():
             return UpperConfidenceBound(self._acquisition_model(), self.kappa(), start)
+        # the window ends l_T / 3 (capped) after now whatever the aimed start: a
+        # latency-aware start only skips the part of it the query cannot reach
+        end = t + self.lookahead()
         return UpperConfidenceBound(
-            self._acquisition_model(),
-            self.kappa(),
-            time_window=(start, start + self.lookahead()),
+            self._acquisition_model(), self.kappa(), time_window=(min(start, end), end)
         )
 
     def _query_time(self, t: float, acq: UpperConfidenceBound, unit: torch.Tensor) -> float:

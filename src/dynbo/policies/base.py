@@ -58,6 +58,7 @@ from dynbo.validation import (
     finite_number,
     max_abs_target,
     positive_int,
+    real_array,
 )
 
 __all__ = [
@@ -247,8 +248,10 @@ class Policy(ABC):
     #: whether the policy takes the known ``noise_variance`` of ``y`` as an option (a
     #: harness passes the benchmark's).
     known_noise: ClassVar[bool] = False
-    #: whether the algorithm needs a stationary temporal factor (no ``"wiener"``).
-    stationary_time_only: ClassVar[bool] = False
+    #: whether ``temporal_kernel="wiener"`` is allowed: the Wiener factor needs time
+    #: measured from an origin (``t >= 0``), which only UI-TVBO's coordinates provide;
+    #: the relevancy criterion (W-DBO, BOLT) needs a stationary factor anyway.
+    accepts_wiener: ClassVar[bool] = False
     #: ``min_fit_size`` when the option is not given.
     default_min_fit_size: ClassVar[int] = 1
 
@@ -338,13 +341,15 @@ class Policy(ABC):
             raise ValueError(f"evaluation_cost must be >= 0, got {evaluation_cost!r}")
         # delays between a suggest and the next observe, per dataset size at the suggest
         self._delays = DurationTable()
-        self._awaiting: tuple[float, int] | None = None
+        # (time asked, dataset size then, query time) of the last suggest not yet answered
+        self._awaiting: tuple[float, int, float] | None = None
+        self._asked_size: int | None = None  # the dataset size while an iteration runs
         self._max_abs_target = max_abs_target(self.dtype)
-        if self.stationary_time_only and self.models_time:
+        if self.models_time and not self.accepts_wiener:
             if as_temporal(temporal_kernel) == WIENER:
                 raise ValueError(
-                    f"temporal_kernel: {self.name} needs a stationary temporal kernel (its "
-                    "relevancy criterion integrates spectral densities), got 'wiener'"
+                    f"temporal_kernel: 'wiener' is UI-TVBO's (it needs time measured from "
+                    f"an origin); {self.name} takes a stationary family"
                 )
         self.kernel = KernelSpec(
             dim=self.dim,
@@ -444,6 +449,7 @@ class Policy(ABC):
     def _run_iteration(self, t: float) -> Query:
         diag = Diagnostics(iteration=self._iteration + 1, time=t)
         size_before = self.dataset_size
+        self._asked_size = size_before
         start = _time.perf_counter()
         self._prepare(t, diag)
         prepared = _time.perf_counter()
@@ -464,7 +470,8 @@ class Policy(ABC):
         diag.hyperparameters = self._gp.hyperparameters.as_dict()
         self._iteration += 1
         self._last_suggest_time = t
-        self._awaiting = (t, size_before)
+        self._awaiting = (t, size_before, float(query_time))
+        self._asked_size = None
         self._diagnostics = diag
         return Query(x=self._domain.point_from_unit(unit), t=float(query_time))
 
@@ -498,8 +505,12 @@ class Policy(ABC):
             self._first_time = t
         self._last_observe_time = t
         if self._awaiting is not None:
-            asked, size = self._awaiting
-            self._delays.record(size, t - asked)
+            asked, size, wanted = self._awaiting
+            # a query for a later time (ABO) that was answered then says nothing of
+            # the delay (it was shorter than the wait): only answers after the wanted
+            # time, or of queries for the time they were asked, measure it
+            if wanted <= asked or t > wanted:
+                self._delays.record(size, t - asked)
             self._awaiting = None
 
     @staticmethod
@@ -567,12 +578,55 @@ class Policy(ABC):
         """
         if self.acquisition_time == "now":
             return t
-        delay = self._delays.predict(self.dataset_size)
+        # the delay belongs to the dataset size when the policy was asked (before its
+        # cleaning), as it was recorded
+        size = self.dataset_size if self._asked_size is None else self._asked_size
+        delay = self._delays.predict(size)
         return t + (0.0 if delay is None else max(delay, 0.0)) + self.evaluation_cost
+
+    def _time_coordinate(self, t: float) -> float:
+        """The GP's time input for clock time ``t`` (default ``t``; TV-GP-UCB, UI-TVBO map it)."""
+        return t
 
     def _acquisition_time(self, t: float) -> float:
         """The GP time coordinate at which the acquisition is maximized (:meth:`aim_time`)."""
-        return self.aim_time(t)
+        return self._time_coordinate(self.aim_time(t))
+
+    def predict(
+        self, x: Sequence[Sequence[float]] | np.ndarray, t: float | Sequence[float] | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The model's posterior mean and variance of ``f(x, t)`` now (original units).
+
+        Args:
+            x: ``(m, d)`` points in the original domain.
+            t: one time or ``(m,)`` times (for a policy whose model ignores time, the
+                same answer at every time).
+
+        Returns:
+            ``(mean, variance)``, each ``(m,)``: what the policy's acquisition reads
+            (for the kernel-ridge family, the variance is the squared width).
+
+        Raises:
+            ValueError: for points of the wrong shape or non-finite values.
+        """
+        points = real_array("x", x)
+        if points.ndim != 2 or points.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (m, {self.dim}), got {points.shape}")
+        times = np.broadcast_to(real_array("t", t), (points.shape[0],))
+        if not (np.isfinite(points).all() and np.isfinite(times).all()):
+            raise ValueError("x and t must be finite")
+        unit = self._to_unit(torch.as_tensor(points, dtype=self.dtype))
+        coordinates = torch.tensor(
+            [self._time_coordinate(float(v)) for v in times], dtype=self.dtype
+        )
+        inputs = self._gp_inputs(unit, coordinates).to(self.device)
+        with torch.no_grad():
+            mean, var = self._acquisition_model().predict(inputs, standardized=True)
+        scale, offset = self._gp.target_scale, self._gp.target_mean
+        return (
+            (mean * scale + offset).cpu().numpy(),
+            (var * scale**2).cpu().numpy(),
+        )
 
     def _acquisition_function(self, t: float) -> UpperConfidenceBound:
         """The acquisition of the iteration at ``t`` (default: UCB at the aimed time)."""
@@ -869,7 +923,11 @@ class Policy(ABC):
             latency = state.get("latency") or {"delays": {}, "awaiting": None}
             self._delays = DurationTable.from_state(latency["delays"])
             awaiting = latency["awaiting"]
-            self._awaiting = None if awaiting is None else (float(awaiting[0]), int(awaiting[1]))
+            self._awaiting = (
+                None
+                if awaiting is None
+                else (float(awaiting[0]), int(awaiting[1]), float(awaiting[2]))
+            )
         except Exception as err:  # noqa: BLE001 - any malformed piece: state unchanged
             self._restore(snapshot)
             raise ValueError(f"invalid policy state: {type(err).__name__}: {err}") from None

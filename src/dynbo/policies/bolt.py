@@ -54,7 +54,6 @@ class BOLT(Policy):
         "Time-Varying Bayesian Optimization Algorithms, Algorithm 1 and eq. 9"
     )
     models_time = True
-    stationary_time_only = True
 
     def __init__(
         self,

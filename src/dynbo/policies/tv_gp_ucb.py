@@ -121,8 +121,9 @@ class TVGPUCB(Policy):
         self._append(x, t, y, coordinate=self._coordinate(t, self._count + 1))
         self._count += 1
 
-    def _acquisition_time(self, t: float) -> float:
-        return self._coordinate(self.aim_time(t), self._count + 1)
+    def _time_coordinate(self, t: float) -> float:
+        # on indices, any time ahead is the next observation's
+        return self._coordinate(t, self._count + 1)
 
     def fit_bounds(self) -> HyperparameterBounds:
         """``l_T`` bounded by ``epsilon_bounds`` (or fixed at the given ``eps``)."""

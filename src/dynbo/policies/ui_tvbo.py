@@ -67,7 +67,8 @@ class UITVBO(Policy):
         goal: ``"maximize"`` (default: UCB) or ``"minimize"`` (LCB, for costs).
         binning: cells per dimension of the data-selection grid, or ``None`` (default:
             keep everything).
-        binning_recent: newest observations binning always keeps (default 10).
+        binning_recent: newest observations binning always keeps (default 10; only
+            with ``binning``).
         spatial_kernel, ard, beta: as in the base class, with the paper's defaults
             ``"se"``, ``True`` and the constant 2.
         **kwargs: the shared :class:`~dynbo.policies.base.Policy` arguments
@@ -82,6 +83,7 @@ class UITVBO(Policy):
     models_time = True
     fixed_temporal_kernel = "wiener"
     known_noise = True
+    accepts_wiener = True
 
     def __init__(
         self,
@@ -95,7 +97,7 @@ class UITVBO(Policy):
         lengthscale_prior: tuple[float, float] | None = (6.0, 10.0 / 3.0),
         goal: str = "maximize",
         binning: int | None = None,
-        binning_recent: int = 10,
+        binning_recent: int | None = None,
         spatial_kernel: str = "se",
         ard: bool = True,
         beta: Any = 2.0,
@@ -136,7 +138,38 @@ class UITVBO(Policy):
             raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
         self.goal = goal
         self.binning = None if binning is None else positive_int("binning", binning)
-        self.binning_recent = positive_int("binning_recent", binning_recent)
+        if binning_recent is not None and binning is None:
+            raise ValueError("binning_recent applies to binning, which is off (binning=None)")
+        self.binning_recent = positive_int(
+            "binning_recent", 10 if binning_recent is None else binning_recent
+        )
+        if self.learn_wiener_variance:
+            low, high = self.wiener_variance_bounds
+            if not low <= self.wiener_variance <= high:
+                raise ValueError(
+                    f"wiener_variance {self.wiener_variance} is outside "
+                    f"wiener_variance_bounds {self.wiener_variance_bounds}"
+                )
+        # what this model fixes or sets through its own options
+        for option, given in (
+            ("hyperpriors", "hyperpriors" in kwargs),
+            ("lengthscale_time_floor", "lengthscale_time_floor" in kwargs),
+        ):
+            if given:
+                raise ValueError(
+                    f"{option}: ui-tvbo's priors are lengthscale_prior and its temporal "
+                    "scale is wiener_variance"
+                )
+        for option, spec in (
+            ("initial_hyperparameters", kwargs.get("initial_hyperparameters")),
+            ("hyperparameter_bounds", hyperparameter_bounds),
+        ):
+            fixed_here = {"outputscale", "noise", "lengthscale_time"} & set(spec or {})
+            if fixed_here:
+                raise ValueError(
+                    f"{option}: ui-tvbo sets {sorted(fixed_here)} itself (outputscale 1, "
+                    "noise_variance, wiener_variance)"
+                )
         bounds_spec = dict(hyperparameter_bounds or {})
         bounds_spec.setdefault("lengthscale_space", (0.5, 6.0))
         # the Wiener factor has no sampling-interval floor: sigma_w^2 is bounded instead
@@ -162,7 +195,14 @@ class UITVBO(Policy):
     def _observe(self, x: torch.Tensor, t: float, y: float) -> None:
         self._append(x, t, y, coordinate=self._coordinate(t))
 
+    def _time_coordinate(self, t: float) -> float:
+        # read-only (predict): before any time was seen, every time is the origin
+        if self._origin is None:
+            return 0.0
+        return max(t - self._origin, 0.0) / self.time_step
+
     def _acquisition_time(self, t: float) -> float:
+        self._coordinate(t)  # the origin is the first time seen, not an aimed time
         return self._coordinate(self.aim_time(t))
 
     def _acquisition_function(self, t: float) -> UpperConfidenceBound:

@@ -65,7 +65,6 @@ class WDBO(Policy):
         "in Dynamic Bayesian Optimization, Algorithm 1"
     )
     models_time = True
-    stationary_time_only = True
 
     def __init__(
         self,

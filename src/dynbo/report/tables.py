@@ -1,52 +1,327 @@
-"""Paper-style tables from stored runs: mean +- standard error over seeds."""
+"""Paper-style tables from stored runs: mean +- standard error over seeds.
+
+One row per benchmark (its label), one column per *policy variant*: the label a
+campaign's policy entry gives, or, when one policy runs with several option sets in a
+campaign, the policy name followed by the options that tell them apart
+(``wdbo [acquisition_time=response]``). A cell is the mean over seeds of a run summary
+metric with its standard error (``sd / sqrt(seeds)``). For the metrics where lower is
+better (regrets, response time) the best mean of a row is **bold** and the cells whose
+interval ``mean +- se`` overlaps the best one's are underlined, as in BOLT Table 3 and
+W-DBO Table 2.
+
+The OVERALL row (the papers' last row) normalizes each benchmark: every run's value
+``v`` becomes ``(v - m_b) / (M_b - m_b)`` with ``m_b`` and ``M_b`` the smallest and largest
+value of any run (any variant, any seed) on that benchmark; a variant's score for a seed
+is the mean of its normalized values over the benchmarks, and the row shows the mean
++- standard error of that score over the seeds that ran every benchmark. 0 is the best
+run of every benchmark, 1 the worst.
+"""
 
 from __future__ import annotations
 
+import html
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["aggregate", "summary_table"]
+from dynbo.harness.store import policy_variants
+
+__all__ = [
+    "METRICS",
+    "Cell",
+    "Table",
+    "aggregate",
+    "build_table",
+    "policy_variants",
+    "summary_table",
+]
+
+#: metric -> (caption text, True when lower is better, False when higher, None if neither)
+METRICS: dict[str, tuple[str, bool | None]] = {
+    "average_regret": ("average regret per query", True),
+    "time_averaged_regret": ("time-averaged regret", True),
+    "cumulative_regret": ("cumulative regret", True),
+    "queries": ("number of queries", None),
+    "mean_response_time": ("mean response time (s)", True),
+    "final_dataset_size": ("final dataset size", None),
+    "max_dataset_size": ("largest dataset size", None),
+}
+
+OVERALL = "OVERALL"
+
+
+def _mean_se(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, float("nan")
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 def aggregate(
-    runs: Sequence[dict[str, Any]], metric: str = "average_regret"
+    runs: Sequence[dict[str, Any]],
+    metric: str = "average_regret",
+    config: Mapping[str, Any] | None = None,
 ) -> dict[tuple[str, str], tuple[float, float, int]]:
-    """``(benchmark, policy) -> (mean, standard error, number of seeds)`` of a summary metric.
+    """``(benchmark, variant) -> (mean, standard error, number of seeds)`` of a summary metric.
 
     Failed runs and runs without the metric are left out.
     """
-    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    values = _values(runs, metric, config)
+    return {
+        key: (*_mean_se(list(per_seed.values())), len(per_seed)) for key, per_seed in values.items()
+    }
+
+
+def _values(
+    runs: Sequence[dict[str, Any]], metric: str, config: Mapping[str, Any] | None
+) -> dict[tuple[str, str], dict[int, float]]:
+    variants = policy_variants(runs, config)
+    values: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for run in runs:
         value = run["summary"].get(metric) if run["status"] == "done" else None
-        if value is not None:
-            values[(run["label"], run["policy"])].append(float(value))
+        if value is not None and math.isfinite(float(value)):
+            values[(run["label"], variants[run["run_id"]])][int(run["seed"])] = float(value)
+    return values
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table entry: mean, standard error, seeds, and its marks."""
+
+    mean: float
+    se: float
+    seeds: int
+    bold: bool = False
+    underline: bool = False
+
+    def text(self, digits: int = 3) -> str:
+        if math.isnan(self.se):
+            return f"{self.mean:.{digits}g}"
+        return f"{self.mean:.{digits}g} ± {self.se:.2g}"
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows (benchmarks, then OVERALL), columns (variants) and their cells."""
+
+    metric: str
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]
+    cells: dict[tuple[str, str], Cell]
+
+    @property
+    def caption(self) -> str:
+        what, lower = METRICS.get(self.metric, (self.metric, None))
+        text = f"{what[0].upper()}{what[1:]}: mean ± standard error over seeds (sd / sqrt(seeds))."
+        if lower is not None:
+            text += (
+                f" {'Lower' if lower else 'Higher'} is better; the best of each row is in bold, "
+                "the entries whose mean ± se interval overlaps the best one's are underlined."
+            )
+        if OVERALL in self.rows:
+            text += (
+                " OVERALL: each benchmark min-max normalized over all its runs (0 = best run, "
+                "1 = worst), averaged over the benchmarks per seed; mean ± se over seeds."
+            )
+        return text
+
+    def markdown(self) -> str:
+        """A GitHub-flavored Markdown table (bold ``**``, underline ``<u>``)."""
+        head = "| benchmark | " + " | ".join(self.columns) + " |"
+        lines = [head, "|" + "---|" * (len(self.columns) + 1)]
+        for row in self.rows:
+            cells = []
+            for column in self.columns:
+                cell = self.cells.get((row, column))
+                text = "-" if cell is None else cell.text()
+                if cell is not None and cell.underline:
+                    text = f"<u>{text}</u>"
+                if cell is not None and cell.bold:
+                    text = f"**{text}**"
+                cells.append(text)
+            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + f"\n\n{self.caption}\n"
+
+    def latex(self) -> str:
+        """A ``tabular`` in a ``table`` float (``\\textbf``, ``\\underline``; needs no package)."""
+
+        def escape(text: str) -> str:
+            for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&")):
+                text = text.replace(a, b)
+            return text.replace("#", r"\#")
+
+        lines = [
+            r"\begin{table}",
+            r"\centering",
+            r"\begin{tabular}{l" + "c" * len(self.columns) + "}",
+            r"\hline",
+            "benchmark & " + " & ".join(escape(c) for c in self.columns) + r" \\",
+            r"\hline",
+        ]
+        for row in self.rows:
+            cells = []
+            for column in self.columns:
+                cell = self.cells.get((row, column))
+                if cell is None:
+                    cells.append("-")
+                    continue
+                text = cell.text().replace("±", r"$\pm$")
+                if cell.underline:
+                    text = rf"\underline{{{text}}}"
+                if cell.bold:
+                    text = rf"\textbf{{{text}}}"
+                cells.append(text)
+            if row == OVERALL:
+                lines.append(r"\hline")
+            lines.append(escape(row) + " & " + " & ".join(cells) + r" \\")
+        caption = escape(self.caption).replace("±", r"$\pm$")
+        lines += [r"\hline", r"\end{tabular}", r"\caption{" + caption + "}", r"\end{table}"]
+        return "\n".join(lines) + "\n"
+
+    def html(self) -> str:
+        """An HTML ``<table>`` (``<b>``, ``<u>``; cells carry ``data-mean``)."""
+        out = ['<table class="results">', f"<caption>{html.escape(self.caption)}</caption>"]
+        out.append(
+            "<thead><tr><th>benchmark</th>"
+            + "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+            + "</tr></thead><tbody>"
+        )
+        for row in self.rows:
+            cells = []
+            for column in self.columns:
+                cell = self.cells.get((row, column))
+                if cell is None:
+                    cells.append("<td>-</td>")
+                    continue
+                text = html.escape(cell.text())
+                if cell.underline:
+                    text = f"<u>{text}</u>"
+                if cell.bold:
+                    text = f"<b>{text}</b>"
+                cells.append(f'<td data-mean="{cell.mean!r}">{text}</td>')
+            css = ' class="overall"' if row == OVERALL else ""
+            out.append(f"<tr{css}><th>{html.escape(row)}</th>{''.join(cells)}</tr>")
+        out.append("</tbody></table>")
+        return "\n".join(out)
+
+
+def _mark(cells: dict[str, Cell], lower: bool | None) -> dict[str, Cell]:
+    finite = {k: c for k, c in cells.items() if math.isfinite(c.mean)}
+    if lower is None or not finite:
+        return cells
+    sign = 1.0 if lower else -1.0
+    best_key = min(finite, key=lambda k: sign * finite[k].mean)
+    best = finite[best_key]
+    best_se = 0.0 if math.isnan(best.se) else best.se
     out = {}
-    for key, vals in values.items():
-        n = len(vals)
-        mean = sum(vals) / n
-        se = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1) / n) if n > 1 else float("nan")
-        out[key] = (mean, se, n)
+    for key, cell in cells.items():
+        se = 0.0 if math.isnan(cell.se) else cell.se
+        overlaps = abs(cell.mean - best.mean) <= se + best_se
+        out[key] = Cell(
+            cell.mean,
+            cell.se,
+            cell.seeds,
+            bold=key == best_key,
+            underline=key != best_key and overlaps and key in finite,
+        )
     return out
 
 
-def summary_table(runs: Sequence[dict[str, Any]], metric: str = "average_regret") -> str:
-    """A text table: benchmarks as rows, policies as columns, ``mean +- se``."""
-    stats = aggregate(runs, metric)
-    if not stats:
+def build_table(
+    runs: Sequence[dict[str, Any]],
+    metric: str = "average_regret",
+    config: Mapping[str, Any] | None = None,
+    *,
+    overall: bool = True,
+) -> Table:
+    """The table of ``metric`` over the finished runs (see the module docstring).
+
+    Args:
+        runs: run rows of :meth:`dynbo.harness.Store.runs`.
+        metric: a run summary key (:data:`METRICS` lists the usual ones).
+        config: the campaign's configuration (policy entry labels).
+        overall: add the OVERALL row (only with two or more benchmarks).
+
+    Raises:
+        ValueError: if no finished run has the metric.
+    """
+    values = _values(runs, metric, config)
+    if not values:
+        raise ValueError(f"no finished run has the metric {metric!r}")
+    _, lower = METRICS.get(metric, (metric, None))
+    rows = sorted({b for b, _ in values})
+    columns = sorted({v for _, v in values})
+    cells: dict[tuple[str, str], Cell] = {}
+    for row in rows:
+        line = {
+            column: Cell(*_mean_se(list(per_seed.values())), len(per_seed))
+            for column in columns
+            if (per_seed := values.get((row, column)))
+        }
+        for column, cell in _mark(line, lower).items():
+            cells[(row, column)] = cell
+    if overall and len(rows) > 1:
+        scores = _overall_scores(values, rows, columns)
+        line = {
+            column: Cell(*_mean_se(per_seed), len(per_seed))
+            for column, per_seed in scores.items()
+            if per_seed
+        }
+        # the normalized score is lower-is-better whenever the metric is
+        for column, cell in _mark(line, lower).items():
+            cells[(OVERALL, column)] = cell
+        if line:
+            rows = [*rows, OVERALL]
+    return Table(metric=metric, rows=tuple(rows), columns=tuple(columns), cells=cells)
+
+
+def _overall_scores(
+    values: dict[tuple[str, str], dict[int, float]], rows: list[str], columns: list[str]
+) -> dict[str, list[float]]:
+    normalized: dict[tuple[str, str], dict[int, float]] = {}
+    for row in rows:
+        everything = [v for c in columns for v in values.get((row, c), {}).values()]
+        low, high = min(everything), max(everything)
+        span = high - low
+        for column in columns:
+            normalized[(row, column)] = {
+                seed: (v - low) / span if span > 0 else 0.0
+                for seed, v in values.get((row, column), {}).items()
+            }
+    scores: dict[str, list[float]] = {}
+    for column in columns:
+        seeds = set.intersection(*(set(normalized[(row, column)]) for row in rows))
+        scores[column] = [
+            sum(normalized[(row, column)][seed] for row in rows) / len(rows)
+            for seed in sorted(seeds)
+        ]
+    return scores
+
+
+def summary_table(
+    runs: Sequence[dict[str, Any]],
+    metric: str = "average_regret",
+    config: Mapping[str, Any] | None = None,
+) -> str:
+    """The table as aligned plain text (the terminal's view), with the caption."""
+    try:
+        table = build_table(runs, metric, config)
+    except ValueError:
         return "(no finished runs)"
-    benchmarks = sorted({b for b, _ in stats})
-    policies = sorted({p for _, p in stats})
-    cells = {
-        key: (f"{m:.4g} ± {se:.2g}" if not math.isnan(se) else f"{m:.4g}")
-        for key, (m, se, _) in stats.items()
-    }
-    width = max([len(p) for p in policies] + [len(c) for c in cells.values()]) + 2
-    first = max(len(b) for b in benchmarks + [metric]) + 2
-    lines = [f"{metric:<{first}}" + "".join(f"{p:>{width}}" for p in policies)]
-    for b in benchmarks:
+    texts = {}
+    for key, cell in table.cells.items():
+        mark = "*" if cell.bold else ("_" if cell.underline else " ")
+        texts[key] = cell.text() + mark
+    width = max([len(c) for c in table.columns] + [len(t) for t in texts.values()]) + 2
+    first = max(len(r) for r in [*table.rows, metric]) + 2
+    lines = [f"{metric:<{first}}" + "".join(f"{c:>{width}}" for c in table.columns)]
+    for row in table.rows:
         lines.append(
-            f"{b:<{first}}" + "".join(f"{cells.get((b, p), '-'):>{width}}" for p in policies)
+            f"{row:<{first}}"
+            + "".join(f"{texts.get((row, c), '-'):>{width}}" for c in table.columns)
         )
-    return "\n".join(lines)
+    note = table.caption.replace("in bold", "marked *").replace("are underlined", "marked _")
+    return "\n".join(lines) + "\n" + note

@@ -1,0 +1,293 @@
+"""Reports from a store: tables against a hand computation, figures, HTML (issue 11)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dynbo.harness import RunSpec, Store
+from dynbo.harness.loop import RunResult
+from dynbo.report.tables import OVERALL, build_table, policy_variants, summary_table
+
+# (benchmark, policy, options, seed) -> average regret
+VALUES = {
+    ("A", "p", 0): 1.0,
+    ("A", "p", 1): 3.0,
+    ("A", "q", 0): 2.0,
+    ("A", "q", 1): 2.2,
+    ("A", "r", 0): 10.0,
+    ("A", "r", 1): 12.0,
+    ("B", "p", 0): 5.0,
+    ("B", "p", 1): 7.0,
+    ("B", "q", 0): 1.0,
+    ("B", "q", 1): 1.0,
+    ("B", "r", 0): 4.0,
+    ("B", "r", 1): 6.0,
+}
+
+
+def row(k, t, regret, size):
+    return {
+        "k": k,
+        "warmup": 0,
+        "s": t,
+        "t": t,
+        "x": "[0.5]",
+        "y": 0.0,
+        "f": 0.0,
+        "f_max": regret,
+        "regret": regret,
+        "dataset_size": size,
+        "response_time": 0.1 * size,
+    }
+
+
+def build_store(path, values=VALUES, config=None):
+    """A store with one run per entry; iterations whose mean regret is the entry's value."""
+    store = Store(path)
+    ids = []
+    for (bench, policy, seed), value in values.items():
+        options = {"acquisition_time": "response"} if policy == "r" else {}
+        name = "wdbo" if policy == "r" else policy
+        spec = RunSpec(
+            benchmark="eggholder",
+            label=bench,
+            policy=name,
+            seed=seed,
+            policy_options=options,
+            benchmark_options={"dim": 1 if bench == "A" else 2},  # two run identities
+        )
+        iterations = [row(k, float(k), value, k + 3) for k in range(1, 6)]
+        summary = {"average_regret": value, "queries": 5, "mean_response_time": 0.4}
+        store.save_run(RunResult(spec, "done", iterations, [], summary))
+        ids.append(spec.run_id)
+    store.add_campaign("c1", "demo", config or {"name": "demo"})
+    store.link("c1", ids)
+    return store
+
+
+def hand_mean_se(values):
+    values = np.asarray(values, float)
+    return values.mean(), values.std(ddof=1) / math.sqrt(len(values))
+
+
+def test_table_means_standard_errors_marks_and_overall_row_match_a_hand_computation(tmp_path):
+    with build_store(tmp_path / "s.sqlite") as store:
+        runs = store.runs("c1")
+        table = build_table(runs)
+    assert table.columns == ("p", "q", "wdbo")
+    assert table.rows == ("A", "B", OVERALL)
+    for bench in ("A", "B"):
+        for column, policy in (("p", "p"), ("q", "q"), ("wdbo", "r")):
+            mean, se = hand_mean_se([VALUES[(bench, policy, s)] for s in (0, 1)])
+            cell = table.cells[(bench, column)]
+            assert cell.mean == pytest.approx(mean) and cell.se == pytest.approx(se)
+    # row A: p = 2 +- 1, q = 2.1 +- 0.1, wdbo = 11 +- 1: p bold, q overlaps it, wdbo not
+    a = {c: table.cells[("A", c)] for c in table.columns}
+    assert a["p"].bold and not a["p"].underline
+    assert a["q"].underline and not a["q"].bold
+    assert not a["wdbo"].bold and not a["wdbo"].underline
+    # row B: q = 1 +- 0 bold; p = 6 +- 1 and wdbo = 5 +- 1 do not reach 1
+    b = {c: table.cells[("B", c)] for c in table.columns}
+    assert b["q"].bold and not b["p"].underline and not b["wdbo"].underline
+    # OVERALL: min-max per benchmark over all runs (A: 1..12, B: 1..7), mean over
+    # benchmarks per seed, then mean +- se over seeds
+    norm = {
+        (bench, pol, s): (v - lo) / (hi - lo)
+        for (bench, pol, s), v in VALUES.items()
+        for lo, hi in [{"A": (1.0, 12.0), "B": (1.0, 7.0)}[bench]]
+    }
+    for column, policy in (("p", "p"), ("q", "q"), ("wdbo", "r")):
+        per_seed = [(norm[("A", policy, s)] + norm[("B", policy, s)]) / 2 for s in (0, 1)]
+        mean, se = hand_mean_se(per_seed)
+        cell = table.cells[(OVERALL, column)]
+        assert cell.mean == pytest.approx(mean) and cell.se == pytest.approx(se)
+    best = min(table.columns, key=lambda c: table.cells[(OVERALL, c)].mean)
+    assert table.cells[(OVERALL, best)].bold and best == "q"
+
+
+def test_table_formats_carry_the_marks_and_the_caption(tmp_path):
+    with build_store(tmp_path / "s.sqlite") as store:
+        table = build_table(store.runs("c1"))
+        text = summary_table(store.runs("c1"))
+    md = table.markdown()
+    assert "| A | **2 ± 1** | <u>2.1 ± 0.1</u> | 11 ± 1 |" in md
+    assert "Lower is better" in md and "standard error" in md
+    tex = table.latex()
+    assert r"\textbf{2 $\pm$ 1}" in tex and r"\underline{2.1 $\pm$ 0.1}" in tex
+    assert tex.count(r"\begin{tabular}") == 1 and r"\caption{" in tex
+    page = table.html()
+    assert "<b>2 ± 1</b>" in page and "<u>2.1 ± 0.1</u>" in page and "<caption>" in page
+    assert "2 ± 1*" in text and "OVERALL" in text
+
+
+def test_policy_entry_labels_name_the_variants(tmp_path):
+    config = {
+        "policies": [
+            "p",
+            "q",
+            {"name": "wdbo", "options": {"acquisition_time": "response"}, "label": "aimed"},
+        ]
+    }
+    with build_store(tmp_path / "s.sqlite", config=config) as store:
+        runs = store.runs("c1")
+        config_stored = store.campaigns()[0]["config"]
+        frame = store.runs_frame("c1")
+    variants = policy_variants(runs, config_stored)
+    assert set(variants.values()) == {"p", "q", "aimed"}
+    assert build_table(runs, config=config_stored).columns == ("aimed", "p", "q")
+    # exports tell configurations apart
+    assert {"campaign_id", "variant", "policy_options", "protocol", "benchmark"} <= set(frame)
+    assert set(frame["variant"]) == {"p", "q", "aimed"}
+
+
+def test_two_unlabelled_option_sets_of_one_policy_are_two_columns(tmp_path):
+    values = {("A", "r", 0): 1.0, ("A", "wdbo", 0): 2.0}
+    with build_store(tmp_path / "s.sqlite", values=values) as store:
+        table = build_table(store.runs("c1"))
+    assert table.columns == ("wdbo [acquisition_time=response]", "wdbo [defaults]")
+    assert table.rows == ("A",)  # one benchmark: no OVERALL row
+
+
+def test_a_metric_no_run_has_is_a_value_error(tmp_path):
+    with build_store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(ValueError, match="no_such_metric"):
+            build_table(store.runs("c1"), "no_such_metric")
+
+
+# ---------------------------------------------------------------- figures and the HTML page
+def loop_frame(store):
+    frame = store.iterations_frame("c1")
+    frame["variant"] = frame["run_id"].map(policy_variants(store.runs("c1")))
+    return frame
+
+
+def assert_png_not_blank(path, min_size=(300, 200)):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.load()
+        assert image.format == "PNG" and image.size[0] >= min_size[0]
+        assert image.size[1] >= min_size[1]
+        colors = image.convert("L").getextrema()
+    assert colors[1] - colors[0] > 100  # ink on the page, not one flat color
+
+
+def test_every_figure_renders_a_png_that_decodes_and_is_not_blank(tmp_path):
+    from dynbo.report.figures import dataset_size_figure, overall_figure, regret_figure
+
+    with build_store(tmp_path / "s.sqlite") as store:
+        frame = loop_frame(store)
+        table = build_table(store.runs("c1"))
+    for path in (
+        regret_figure(frame, tmp_path / "regret.png"),
+        dataset_size_figure(frame, tmp_path / "size.png"),
+        overall_figure(table, tmp_path / "overall.png"),
+    ):
+        assert_png_not_blank(path)
+    one = build_table(store_runs_one_benchmark(tmp_path))
+    with pytest.raises(ValueError, match="OVERALL"):
+        overall_figure(one, tmp_path / "none.png")
+
+
+def store_runs_one_benchmark(tmp_path):
+    values = {k: v for k, v in VALUES.items() if k[0] == "A"}
+    with build_store(tmp_path / "one.sqlite", values=values) as store:
+        return store.runs("c1")
+
+
+def test_report_and_show_commands_read_the_store_only(tmp_path, capsys):
+    from dynbo.cli import main
+
+    path = tmp_path / "s.sqlite"
+    build_store(path).close()
+    before = path.read_bytes()
+    assert main(["report", str(path), "--out", str(tmp_path / "rep")]) == 0
+    page = tmp_path / "rep" / "index.html"
+    assert capsys.readouterr().out.strip() == str(page)
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") == 3 and "<b>2 ± 1</b>" in text
+    assert (tmp_path / "rep" / "table.md").read_text().startswith("| benchmark |")
+    assert main(["show", str(path), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "c1" in out and "| A | **2 ± 1** |" in out
+    assert path.read_bytes() == before
+    assert main(["show", str(tmp_path / "missing.sqlite")]) == 2
+    assert main(["report", str(path), "--campaign", "zz", "--out", str(tmp_path / "x")]) == 2
+    assert "matches no campaign" in capsys.readouterr().err
+
+
+def _chromium():
+    import os
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if browser and driver:
+        return browser, driver
+    if os.environ.get("DYNBO_REQUIRE_BROWSER"):
+        pytest.fail("DYNBO_REQUIRE_BROWSER is set but chromium / chromedriver are missing")
+    pytest.skip("chromium and chromedriver are not installed (.ci/run installs them)")
+
+
+def test_the_html_report_in_a_real_headless_browser(tmp_path):
+    browser, driver_path = _chromium()
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    from dynbo.report.html import write_report
+
+    path = tmp_path / "s.sqlite"
+    build_store(path).close()
+    page = write_report(path, tmp_path / "rep")
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    try:
+        driver.get(page.as_uri())
+        assert driver.execute_script("return document.readyState") == "complete"
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+        sizes = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.naturalWidth, i.naturalHeight])"
+        )
+        assert len(sizes) == 3 and all(w > 0 and h > 0 for w, h in sizes)
+        # in every row of the first table, the bold cell holds the row's smallest mean
+        rows = driver.execute_script(
+            "return Array.from(document.querySelector('table.results').tBodies[0].rows).map("
+            "r => Array.from(r.querySelectorAll('td')).filter(c => c.dataset.mean).map("
+            "c => [parseFloat(c.dataset.mean), c.querySelector('b') !== null]))"
+        )
+        assert len(rows) == 3
+        for cells in rows:
+            bold = [mean for mean, is_bold in cells if is_bold]
+            assert bold == [min(mean for mean, _ in cells)]
+        driver.save_screenshot(str(tmp_path / "report.png"))
+        assert_png_not_blank(tmp_path / "report.png")
+    finally:
+        driver.quit()
+
+
+def test_the_run_animation_is_a_gif_with_several_frames(tmp_path):
+    from PIL import Image
+
+    from dynbo.harness import Protocol
+    from dynbo.report.animation import run_animation
+
+    spec = RunSpec(
+        benchmark="eggholder",
+        benchmark_options={"dim": 1, "horizon": 6.0, "cost": 0.5},
+        policy="wdbo",
+        seed=0,
+        protocol=Protocol(clock="measured", warmup=4),  # replayed under the modeled clock
+        policy_options={"raw_samples": 16, "restarts": 1},
+    )
+    path = run_animation(spec, tmp_path / "run.gif", frames=4, grid=12)
+    with Image.open(path) as gif:
+        assert gif.format == "GIF" and gif.n_frames > 1 and gif.size[0] > 300
+    spec2 = RunSpec(benchmark="hartmann3", benchmark_options={"dim": 2}, policy="wdbo", seed=0)
+    with pytest.raises(ValueError, match="1-D"):
+        run_animation(spec2, tmp_path / "no.gif")
