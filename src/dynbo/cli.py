@@ -257,6 +257,31 @@ def _parser() -> argparse.ArgumentParser:
         "their paths.",
     )
     theory.add_argument("--out", required=True, help="output directory")
+    reproduce = add(
+        "reproduce",
+        "rerun a paper's headline experiment and compare with its numbers",
+        "Run a paper's experiment (a campaign shipped with dynbo: bolt-table3, "
+        "wdbo-table2, bogunovic-fig2) into a store, resumably like `dynbo bench`, then "
+        "write the HTML report with the paper's published numbers beside the measured "
+        "ones and print its path. --seeds and --horizon run a cheaper version; "
+        "--dry-run prints the number of runs and a rough time estimate. See "
+        "docs/reproductions.md.",
+    )
+    reproduce.add_argument("name", help="bolt-table3, wdbo-table2 or bogunovic-fig2")
+    reproduce.add_argument(
+        "--seeds", type=_positive_int, help="run seeds 0..N-1 (default: the paper's number)"
+    )
+    reproduce.add_argument(
+        "--horizon",
+        type=_positive_float,
+        help="T in seconds (steps for the step clock) instead of the paper's",
+    )
+    reproduce.add_argument("--workers", type=_positive_int, default=1, help="worker processes")
+    reproduce.add_argument("--store", help="result store (default: results/NAME.sqlite)")
+    reproduce.add_argument("--out", help="report directory (default: results/NAME-report)")
+    reproduce.add_argument(
+        "--dry-run", action="store_true", help="print the runs and a time estimate; run nothing"
+    )
     return parser
 
 
@@ -522,6 +547,71 @@ def _cmd_theory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dynbo import reproductions
+    from dynbo.harness import Store, run_campaign, validate_campaign
+    from dynbo.report.html import write_report
+    from dynbo.report.tables import build_table
+
+    campaign = reproductions.campaign_for(args.name, seeds=args.seeds, horizon=args.horizon)
+    store_path = args.store or f"results/{args.name}.sqlite"
+    print(f"{campaign.name}: {reproductions.describe(args.name)}")
+    if campaign.skipped_policies:
+        print(
+            "note: not in this version, left out of the campaign: "
+            + ", ".join(campaign.skipped_policies),
+            file=sys.stderr,
+        )
+    print(reproductions.estimate(campaign, workers=args.workers).describe())
+    if args.dry_run:
+        if Path(store_path).is_file():
+            with Store(store_path, read_only=True) as store:
+                done = store.completed_run_ids(include_failed=True)
+            stored = sum(spec.run_id in done for spec in campaign.specs)
+            print(f"{stored} of them already in {store_path}")
+        print("dry run: nothing was run")
+        return 0
+    # every run's configuration is checked before the store is created or touched
+    validate_campaign(campaign)
+    with Store(store_path) as store:
+        try:
+            outcome = run_campaign(
+                campaign, store, workers=args.workers, progress=sys.stderr.isatty()
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"finished runs are stored in {store_path}; run the same command to resume"
+            ) from None
+        print(
+            f"campaign {campaign.name} ({outcome.campaign_id}): {outcome.total} runs, "
+            f"{outcome.skipped} already stored, {outcome.done} done, {outcome.failed} failed; "
+            f"store: {store_path}"
+        )
+        for run_id, message in outcome.failures:
+            print(f"  failed {run_id}: {message}")
+        runs = store.runs(outcome.campaign_id)
+    overrides = [f"{k}={v:g}" for k, v in (("seeds", args.seeds), ("horizon", args.horizon)) if v]
+    note = (
+        f"Measured with the cheaper overrides {', '.join(overrides)}, not the paper's protocol."
+        if overrides
+        else None
+    )
+    extra_html, markdown = reproductions.comparison(
+        args.name, build_table(runs, "average_regret", campaign.config), note
+    )
+    page = write_report(
+        store_path,
+        args.out or f"results/{args.name}-report",
+        outcome.campaign_id,
+        extra_html=extra_html,
+    )
+    (page.parent / "paper_table.md").write_text(markdown, encoding="utf-8")
+    print(page)
+    return 0 if outcome.failed == 0 else 1
+
+
 _COMMANDS = {
     "run": _cmd_run,
     "bench": _cmd_bench,
@@ -531,6 +621,7 @@ _COMMANDS = {
     "report": _cmd_report,
     "show": _cmd_show,
     "theory": _cmd_theory,
+    "reproduce": _cmd_reproduce,
 }
 
 

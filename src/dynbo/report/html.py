@@ -23,7 +23,7 @@ from dynbo.report.tables import METRICS, OVERALL, build_table
 __all__ = ["choose_campaign", "write_report"]
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 1200px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table.results { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 table.results th, table.results td { border: 1px solid #ccc; padding: 0.3em 0.6em; }
@@ -97,6 +97,7 @@ def write_report(
     campaign_id: str | None = None,
     *,
     animate: bool = False,
+    extra_html: str | None = None,
 ) -> Path:
     """Write ``index.html`` (and ``table.md``, ``table.tex``, the PNGs) into ``out_dir``.
 
@@ -106,6 +107,8 @@ def write_report(
         campaign_id: the campaign (an id or a unique prefix); default: the newest.
         animate: add a GIF of the first finished seed of each variant on each 1-D
             benchmark (:func:`dynbo.report.animation.run_animation`, which re-runs it).
+        extra_html: an HTML fragment inserted after the main table (``dynbo
+            reproduce`` puts the paper's published numbers there).
 
     Returns:
         The path of ``index.html``.
@@ -162,6 +165,8 @@ def write_report(
         f"<h2>{html.escape(METRICS.get(main.metric, (main.metric,))[0].capitalize())}</h2>",
         main.html(),
     ]
+    if extra_html:
+        parts.append(extra_html)
     for title, path in figures:
         parts += [f"<h2>{html.escape(title)}</h2>", _image(path, title)]
     for title, path in animations:

@@ -1,0 +1,354 @@
+"""The papers' headline experiments as shipped campaigns, with their published numbers.
+
+    from dynbo import reproductions
+    reproductions.available()                     # ['bolt-table3', 'wdbo-table2', 'bogunovic-fig2']
+    config, paper = reproductions.load("bolt-table3")
+    campaign = reproductions.campaign_for("bolt-table3", seeds=1, horizon=30)
+    print(reproductions.estimate(campaign, workers=2).describe())
+
+Each reproduction is a campaign file (``NAME.toml`` beside this module, the format of
+``docs/campaigns.md``) holding the paper's protocol: its suite brings the benchmarks,
+the policies with the paper's settings, the clock and the horizon; the file adds the
+paper's number of seeds. A paper with a table of results also ships it as data
+(``NAME.json``: ``benchmark label -> policy -> [mean, standard error or null]`` with the
+citation), which the report prints beside the measured numbers
+(:mod:`dynbo.report.paper`). ``dynbo reproduce NAME`` runs one (``docs/reproductions.md``).
+
+A cheaper version keeps the protocol but runs fewer seeds (``seeds``: the first
+``seeds`` of the paper's) and a shorter horizon (``horizon``: ``T`` replaces the paper's
+horizon everywhere it appears: the benchmarks' time mapping, so the function's whole
+time course is compressed into ``T``, and the policies' settings derived from it, such as
+R-GP-UCB's block length in the within-model experiments).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from dynbo.harness.campaign import Campaign, build_campaign
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "Estimate",
+    "UNAVAILABLE",
+    "available",
+    "campaign_for",
+    "comparison",
+    "describe",
+    "estimate",
+    "known",
+    "load",
+    "paper_table_html",
+    "paper_table_markdown",
+]
+
+#: name -> what the reproduction runs (one line)
+_REPRODUCTIONS: dict[str, str] = {
+    "bolt-table3": (
+        "Bardou & Thiran (2025), Optimizing Through Change, Table 3; the paper's "
+        "protocol: eight synthetic benchmarks x seven policies, measured clock, "
+        "T = 600 s, 10 seeds"
+    ),
+    "wdbo-table2": (
+        "Bardou, Thiran & Ranieri (2024), This Too Shall Pass, Table 2; the paper's "
+        "protocol: ten synthetic benchmarks x six policies, measured clock, T = 600 s, "
+        "10 seeds"
+    ),
+    "bogunovic-fig2": (
+        "Bogunovic, Scarlett & Cevher (2016), Time-Varying Gaussian Process Bandit "
+        "Optimization, Fig. 2a/2b; the paper's protocol: within-model Markov-chain GP "
+        "functions, step clock, T = 200 steps, 200 seeds"
+    ),
+}
+
+#: reproductions that are known but cannot run in this version, with the reason
+UNAVAILABLE: dict[str, str] = {
+    "et-gp-ucb-temperature": (
+        "the temperature experiment of Brunzema, von Rohr, Solowjow & Trimpe (2025), "
+        "Event-Triggered Time-Varying Bayesian Optimization, needs the Intel Research "
+        "Berkeley temperature benchmark, which this version does not implement yet"
+    ),
+}
+
+#: rough wall-clock cost model of one run (see :func:`estimate`)
+CONTINUOUS_FACTOR = 1.5
+CONTINUOUS_OVERHEAD = 5.0
+STEP_SECONDS = 0.05
+STEP_OVERHEAD = 2.0
+
+
+def available() -> list[str]:
+    """The reproductions this version can run."""
+    return list(_REPRODUCTIONS)
+
+
+def known() -> list[str]:
+    """Every reproduction name, the unavailable ones (:data:`UNAVAILABLE`) included."""
+    return [*_REPRODUCTIONS, *UNAVAILABLE]
+
+
+def describe(name: str) -> str:
+    """One line: the paper and the protocol of a reproduction."""
+    _check(name)
+    return _REPRODUCTIONS[name]
+
+
+def _check(name: str) -> None:
+    if name in _REPRODUCTIONS:
+        return
+    if name in UNAVAILABLE:
+        raise ValueError(f"reproduction {name!r} is not available: {UNAVAILABLE[name]}")
+    raise ValueError(
+        f"unknown reproduction {name!r}; available: {', '.join(available())} "
+        f"(known but not available yet: {', '.join(UNAVAILABLE)})"
+    )
+
+
+def _data(filename: str) -> str | None:
+    path = resources.files(__name__) / filename
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def load(name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The campaign config of a reproduction and the paper's published numbers.
+
+    Returns:
+        ``(config, paper)``: the campaign dict (``dynbo.harness.build_campaign`` takes
+        it) and the paper's table (``None`` when the paper prints no numbers, e.g. a
+        figure): ``citation`` (authors, year, title, table), ``metric``, ``statistic``,
+        ``policies`` (the paper's column order), ``paper_labels``, ``table``
+        (``label -> policy -> [mean, standard error or None]``, ``OVERALL`` last),
+        ``not_run`` (``label -> why``) and ``notes``.
+
+    Raises:
+        ValueError: an unknown name, or a known reproduction this version cannot run.
+    """
+    _check(name)
+    text = _data(f"{name}.toml")
+    if text is None:  # pragma: no cover - a broken installation
+        raise ValueError(f"reproduction {name!r}: its campaign file is missing")
+    config = tomllib.loads(text)
+    paper_text = _data(f"{name}.json")
+    paper = json.loads(paper_text) if paper_text is not None else None
+    return config, paper
+
+
+def campaign_for(name: str, seeds: int | None = None, horizon: float | None = None) -> Campaign:
+    """The campaign of a reproduction, optionally cheaper.
+
+    Args:
+        name: one of :func:`available`.
+        seeds: run seeds ``0 .. seeds - 1`` instead of the paper's.
+        horizon: ``T`` (seconds, or steps for the step clock) instead of the paper's;
+            it replaces the benchmarks' ``horizon`` option and the policy options
+            derived from it (R-GP-UCB's ``horizon``). The campaign's recorded config
+            says ``[protocol] horizon = T``.
+
+    The campaign's name says which overrides it runs with (``bolt-table3 [seeds=1,
+    horizon=30]``), so that a store holding several versions tells them apart. A run's
+    identity is its configuration: the runs a cheaper version shares with another one
+    in the same store (the same seeds at the same horizon) are not run again.
+
+    Raises:
+        ValueError: unknown name, or a seed count or horizon that is not positive.
+    """
+    config, _ = load(name)
+    suffix = []
+    if seeds is not None:
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+        config["seeds"] = seeds
+        suffix.append(f"seeds={seeds}")
+    if horizon is not None:
+        if isinstance(horizon, bool) or not (
+            isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > 0
+        ):
+            raise ValueError(f"horizon must be a positive number, got {horizon!r}")
+        suffix.append(f"horizon={horizon:g}")
+    if suffix:
+        config["name"] = f"{config.get('name', name)} [{', '.join(suffix)}]"
+    campaign = build_campaign(config)
+    if horizon is None:
+        return campaign
+    # The suites put T on each benchmark (it defines the benchmark's time mapping), and
+    # a protocol horizon that disagrees with it is an error; so T replaces it there.
+    specs = tuple(_with_horizon(spec, float(horizon)) for spec in campaign.specs)
+    recorded = copy.deepcopy(config)
+    recorded.setdefault("protocol", {})["horizon"] = horizon
+    return Campaign(
+        name=campaign.name,
+        specs=specs,
+        config=recorded,
+        skipped_policies=campaign.skipped_policies,
+    )
+
+
+def _with_horizon(spec: Any, horizon: float) -> Any:
+    from dynbo.benchmarks import options as benchmark_options
+
+    bench_options = dict(spec.benchmark_options)
+    if "horizon" in benchmark_options(spec.benchmark):
+        bench_options["horizon"] = horizon
+    policy_options = dict(spec.policy_options)
+    if "horizon" in policy_options:  # R-GP-UCB's block length N(eps) = min(T, ...)
+        old = policy_options["horizon"]
+        policy_options["horizon"] = int(horizon) if isinstance(old, int) else horizon
+    return dataclasses.replace(
+        spec,
+        benchmark_options=bench_options,
+        policy_options=policy_options,
+        protocol=dataclasses.replace(spec.protocol, horizon=horizon),
+    )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How many runs a campaign has and roughly how long they take.
+
+    Attributes:
+        runs: the campaign's runs.
+        benchmarks, policies, seeds: the distinct benchmark labels, policies and seeds.
+        run_seconds: the estimated compute of all runs, one after the other.
+        longest_run: the estimated time of the longest run.
+        workers: worker processes the wall time is estimated for.
+    """
+
+    runs: int
+    benchmarks: int
+    policies: int
+    seeds: int
+    run_seconds: float
+    longest_run: float
+    workers: int = 1
+
+    @property
+    def seconds(self) -> float:
+        """Estimated wall time on ``workers`` processes (never less than the longest run)."""
+        return max(self.run_seconds / self.workers, self.longest_run)
+
+    def describe(self) -> str:
+        """Two lines for a terminal: the run count and the time."""
+        shape = " x ".join(
+            f"{n} {one if n == 1 else many}"
+            for n, one, many in (
+                (self.benchmarks, "benchmark", "benchmarks"),
+                (self.policies, "policy", "policies"),
+                (self.seeds, "seed", "seeds"),
+            )
+        )
+        worker_text = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
+        return (
+            f"{self.runs} runs ({shape})\n"
+            f"estimated time: about {_duration(self.seconds)} on {worker_text} "
+            "(rough: see docs/reproductions.md)"
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _run_horizon(spec: Any, cache: dict[str, float]) -> float:
+    if spec.protocol.horizon is not None:
+        return float(spec.protocol.horizon)
+    if spec.benchmark_options.get("horizon") is not None:
+        return float(spec.benchmark_options["horizon"])
+    key = json.dumps([spec.benchmark, spec.benchmark_options], sort_keys=True, default=str)
+    if key not in cache:
+        from dynbo.benchmarks import get
+
+        cache[key] = float(get(spec.benchmark, **spec.benchmark_options).horizon)
+    return cache[key]
+
+
+def run_estimate(clock: str, horizon: float) -> float:
+    """The rough wall time in seconds of one run of this clock and horizon.
+
+    Measured, modeled and wall clocks: a run's response times and evaluation costs add
+    up to at most its horizon, so its own computing takes at most ``T`` seconds (the
+    modeled clock: when ``R(n)`` is this machine's calibration); the harness adds the
+    regret oracle of each query (a global maximization of ``f(., t)``) and the setup, so a
+    run is estimated at ``1.5 T + 5`` s. Step clock: ``0.05`` s per step plus ``2`` s
+    (the within-model runs take 10-40 ms per step on a busy 2-core machine). These are
+    rough: a run on a larger benchmark or a busier machine takes longer.
+    """
+    if clock == "step":
+        return STEP_SECONDS * horizon + STEP_OVERHEAD
+    return CONTINUOUS_FACTOR * horizon + CONTINUOUS_OVERHEAD
+
+
+def estimate(campaign: Campaign, workers: int = 1) -> Estimate:
+    """The number of runs of a campaign and a rough estimate of its time.
+
+    Each run costs :func:`run_estimate` of its clock and horizon; the runs share
+    ``workers`` processes evenly. The estimate counts every run, stored or not.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    cache: dict[str, float] = {}
+    costs = [run_estimate(s.protocol.clock, _run_horizon(s, cache)) for s in campaign.specs]
+    return Estimate(
+        runs=len(campaign.specs),
+        benchmarks=len({s.display_benchmark for s in campaign.specs}),
+        policies=len({s.policy for s in campaign.specs}),
+        seeds=len({s.seed for s in campaign.specs}),
+        run_seconds=float(sum(costs)),
+        longest_run=max(costs, default=0.0),
+        workers=workers,
+    )
+
+
+def paper_table_html(paper: Mapping[str, Any], table: Any, note: str | None = None) -> str:
+    """The paper's numbers beside the measured ones (see :mod:`dynbo.report.paper`)."""
+    from dynbo.report.paper import paper_table_html as render
+
+    return render(paper, table, note=note)
+
+
+def paper_table_markdown(paper: Mapping[str, Any], table: Any, note: str | None = None) -> str:
+    """The Markdown version of :func:`paper_table_html`."""
+    from dynbo.report.paper import paper_table_markdown as render
+
+    return render(paper, table, note=note)
+
+
+def comparison(name: str, table: Any, note: str | None = None) -> tuple[str, str]:
+    """``(html, markdown)`` of the paper-vs-measured comparison of a reproduction.
+
+    For a paper with a table, :func:`paper_table_html` and :func:`paper_table_markdown`;
+    for one whose result is a figure (``bogunovic-fig2``), a paragraph saying so: the
+    report's regret figure is the comparison.
+    """
+    import html
+
+    _, paper = load(name)
+    if paper is not None:
+        return paper_table_html(paper, table, note=note), paper_table_markdown(
+            paper, table, note=note
+        )
+    text = (
+        f"{describe(name)}. The paper shows this result as a figure and prints no "
+        "numbers: compare the average-regret figure of this report with it."
+    )
+    if note:
+        text += f" {note}"
+    return (
+        f'<section class="paper-comparison"><h2>The paper</h2><p>{html.escape(text)}</p></section>',
+        text + "\n",
+    )
