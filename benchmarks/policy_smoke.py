@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from dynbo.benchmarks.registry import get as make_benchmark  # noqa: E402
 from dynbo.benchmarks.registry import suite  # noqa: E402
 from dynbo.harness import Protocol, RunSpec, execute  # noqa: E402
-from dynbo.policies import Policy, available  # noqa: E402
+from dynbo.policies import Policy, available, policy_class  # noqa: E402
 from dynbo.policies import make as make_policy  # noqa: E402
 
 CLOCKS = ("step", "modeled", "measured", "wall")
@@ -85,7 +85,8 @@ def round_trip(name: str, iterations: int) -> bool:
     """Drive the policy ``iterations // 2`` steps on the objective, then compare a clone."""
     entry = suite("quick").entries[0]
     bench = make_benchmark(entry.benchmark, **{**entry.options, "horizon": float(iterations)})
-    policy = make_policy(name, bounds=bench.bounds, seed=0)
+    known = {"noise_variance": bench.noise_variance} if policy_class(name).known_noise else {}
+    policy = make_policy(name, bounds=bench.bounds, seed=0, **known)
     rng = np.random.default_rng(0)
     for k in range(1, iterations // 2 + 1):
         query = policy.suggest(float(k))
@@ -97,7 +98,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--policies", nargs="+", default=None)
-    parser.add_argument("--clocks", nargs="+", default=list(CLOCKS))
+    parser.add_argument(
+        "--clocks", nargs="*", default=list(CLOCKS), help="clocks to run (none: round trips only)"
+    )
     args = parser.parse_args()
     rows = []
     ok = True
