@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,9 +93,14 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
                 curve = np.where(index >= 0, running[np.clip(index, 0, None)], np.nan)
                 curves.append(curve)
             stacked = np.vstack(curves)
-            mean = np.nanmean(stacked, axis=0)
             counts = np.sum(~np.isnan(stacked), axis=0)
-            spread = np.nanstd(stacked, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
+            # grid points before a run's first query have no value in it
+            total = np.nansum(stacked, axis=0)
+            mean = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+            with warnings.catch_warnings():
+                # columns with fewer than two values: their se is set to 0 below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                spread = np.nanstd(stacked, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
             se = np.where(counts > 1, spread / np.sqrt(np.maximum(counts, 1)), 0.0)
             ax.plot(grid, mean, color=color, lw=1.3)
             ax.fill_between(grid, mean - se, mean + se, color=color, alpha=0.2)

@@ -23,7 +23,8 @@ from dynbo.report.tables import METRICS, OVERALL, build_table
 __all__ = ["choose_campaign", "write_report"]
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 1200px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em;
+       max-width: 1200px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table.results { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 table.results th, table.results td { border: 1px solid #ccc; padding: 0.3em 0.6em; }
