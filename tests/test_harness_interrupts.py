@@ -123,7 +123,15 @@ def _start_bench(config: Path, store: Path, workers: int) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=log.open("w"),
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        # and, as a terminal's foreground job, with Ctrl-C's default action: a child
+        # inherits an ignored SIGINT (Python then keeps it ignored), and the process
+        # running the tests may have it ignored (seen under pytest-xdist in CI)
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
