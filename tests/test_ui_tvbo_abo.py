@@ -470,3 +470,15 @@ def test_both_run_the_bolt_suite_benchmarks_under_every_clock(name, clock):
     result = execute(spec)
     assert result.status == "done", result.error
     assert len([r for r in result.iterations if not r["warmup"]]) >= 3
+
+
+def test_the_bolt_and_wdbo_suites_now_run_every_policy_of_their_papers():
+    from dynbo.harness import build_campaign
+
+    for name, papers in (
+        ("bolt", {"gp-ucb", "et-gp-ucb", "r-gp-ucb", "tv-gp-ucb", "abo", "wdbo", "bolt"}),
+        ("wdbo", {"gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb", "abo", "wdbo"}),
+    ):
+        campaign = build_campaign({"suites": [name], "seeds": 1})
+        assert campaign.skipped_policies == ()
+        assert {spec.policy for spec in campaign.specs} == papers

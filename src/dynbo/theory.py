@@ -24,6 +24,7 @@ import scipy.optimize
 import scipy.special
 
 from dynbo.kernels import Family, FamilyLike, as_family, correlation_np, smoothness
+from dynbo.validation import positive_int, positive_number
 
 __all__ = [
     "ResponseTimeModel",
@@ -242,22 +243,6 @@ def _parse_family(family: FamilyLike, name: str) -> Family:
         raise ValueError(f"{name}: {err}") from None
 
 
-def _positive(value: float, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}") from None
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return number
-
-
-def _dimension(dim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-    return int(dim)
-
-
 def _frequencies(frequency: float | np.ndarray) -> np.ndarray:
     try:
         f = np.asarray(frequency, dtype=float)
@@ -308,7 +293,7 @@ def spectral_tail(
             non-finite ``frequency``.
     """
     fam = _parse_family(family, "family")
-    l = _positive(lengthscale, "lengthscale")
+    l = positive_number("lengthscale", lengthscale)
     f = _frequencies(frequency)
     if fam is Family.SE:
         return _scalar_or_array(scipy.special.erfc(math.sqrt(2.0) * math.pi * l * f))
@@ -336,7 +321,7 @@ def log_spectral_tail(
         ``log(1 - F_T(x)) <= 0`` (natural log), a float or an array of ``frequency``'s shape.
     """
     fam = _parse_family(family, "family")
-    l = _positive(lengthscale, "lengthscale")
+    l = positive_number("lengthscale", lengthscale)
     f = _frequencies(frequency)
     if fam is Family.SE:
         z = math.sqrt(2.0) * math.pi * l * f
@@ -443,11 +428,11 @@ def log_lower_bound_slope(
     """
     t_family = _parse_family(temporal, "temporal")
     s_family = _parse_family(spatial, "spatial")
-    l_t = _positive(lengthscale_time, "lengthscale_time")
-    l_s = _positive(lengthscale_space, "lengthscale_space")
-    lam = _positive(outputscale, "outputscale")
-    lip = _positive(lipschitz, "lipschitz")
-    d = _dimension(dim)
+    l_t = positive_number("lengthscale_time", lengthscale_time)
+    l_s = positive_number("lengthscale_space", lengthscale_space)
+    lam = positive_number("outputscale", outputscale)
+    lip = positive_number("lipschitz", lipschitz)
+    d = positive_int("dim", dim)
     try:
         c = np.asarray(cost, dtype=float)
     except (TypeError, ValueError):
@@ -522,8 +507,8 @@ def upper_bound_beta(n: int, *, dim: int, lipschitz: float, delta: float) -> flo
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    d = _dimension(dim)
-    lip = _positive(lipschitz, "lipschitz")
+    d = positive_int("dim", dim)
+    lip = positive_number("lipschitz", lipschitz)
     if not (isinstance(delta, (int, float, np.floating)) and 0.0 < float(delta) < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     n = int(n)
@@ -591,17 +576,17 @@ def upper_bound_regret(
         )
     t_family = _parse_family(temporal, "temporal")
     s_family = _parse_family(spatial, "spatial")
-    l_t = _positive(lengthscale_time, "lengthscale_time")
-    l_s = _positive(lengthscale_space, "lengthscale_space")
-    lam = _positive(outputscale, "outputscale")
-    d = _dimension(dim)
+    l_t = positive_number("lengthscale_time", lengthscale_time)
+    l_s = positive_number("lengthscale_space", lengthscale_space)
+    lam = positive_number("outputscale", outputscale)
+    d = positive_int("dim", dim)
     noise = float(noise_variance)
     if not (math.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise_variance must be finite and >= 0, got {noise_variance!r}")
     if beta is None:
         beta = upper_bound_beta(int(horizon), dim=d, lipschitz=lipschitz, delta=delta)
     else:
-        _positive(lipschitz, "lipschitz")
+        positive_number("lipschitz", lipschitz)
         if not (isinstance(delta, (int, float, np.floating)) and 0.0 < float(delta) < 1.0):
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     beta = float(beta)

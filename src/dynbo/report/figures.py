@@ -29,6 +29,15 @@ def _series_column(frame: pd.DataFrame) -> str:
     return "variant" if "variant" in frame.columns else "policy"
 
 
+def _loop_series(
+    iterations: pd.DataFrame,
+) -> tuple[str, pd.DataFrame, list[str], dict[str, str]]:
+    """The curve column, the loop rows (no warm-up), the benchmarks and a color per curve."""
+    series = _series_column(iterations)
+    loop = iterations[iterations["warmup"] == 0]
+    return series, loop, sorted(loop["benchmark"].unique()), _colors(loop[series])
+
+
 def _colors(names: pd.Series) -> dict[str, str]:
     """One color per series name, the same in every panel (sorted names, tab10 cycle)."""
     return {name: f"C{i % 10}" for i, name in enumerate(sorted(names.unique()))}
@@ -71,10 +80,7 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
     import numpy as np
 
     plt = _pyplot()
-    series = _series_column(iterations)
-    loop = iterations[iterations["warmup"] == 0]
-    benchmarks = sorted(loop["benchmark"].unique())
-    colors = _colors(loop[series])
+    series, loop, benchmarks, colors = _loop_series(iterations)
     fig, axes = plt.subplots(
         1, len(benchmarks), figsize=(4.2 * len(benchmarks), 3.8), squeeze=False
     )
@@ -159,10 +165,7 @@ def dataset_size_figure(
         The written path.
     """
     plt = _pyplot()
-    series = _series_column(iterations)
-    loop = iterations[iterations["warmup"] == 0]
-    benchmarks = sorted(loop["benchmark"].unique())
-    colors = _colors(loop[series])
+    series, loop, benchmarks, colors = _loop_series(iterations)
     # the step clock charges no response time: its row would stay empty
     timed = bool((loop["response_time"].fillna(0) > 0).any())
     panels = 2 if timed else 1
