@@ -23,6 +23,8 @@ ALL_NAMES = {
     "shekel",
     "six-hump-camel",
     "styblinski-tang",
+    "temperature",
+    "temperature-sensors",
 }
 
 
@@ -143,7 +145,7 @@ def test_markov_rkhs_and_quick_suites():
 
 
 def test_suites_are_frozen_and_validated():
-    assert benchmarks.suites() == ["bolt", "wdbo", "markov", "rkhs", "quick"]
+    assert benchmarks.suites() == ["bolt", "wdbo", "markov", "rkhs", "sensors", "quick"]
     suite = benchmarks.suite("quick")
     with pytest.raises(dataclasses.FrozenInstanceError):
         suite.seeds = 3

@@ -282,7 +282,38 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_argument(
         "--dry-run", action="store_true", help="print the runs and a time estimate; run nothing"
     )
+    data = add(
+        "data",
+        "download and cache a data set",
+        "Download a data set the benchmarks can use into the cache directory (--data-dir, "
+        "else $DYNBO_DATA_DIR, else ~/.cache/dynbo), once; prints the cached file's path "
+        "and what it holds. intel-lab: the raw Intel Lab readings (~34 MB), for "
+        "`--benchmark-option source=raw` of the temperature benchmark.",
+    )
+    data.add_argument("name", choices=["intel-lab"], help="the data set")
+    data.add_argument("--data-dir", help="cache directory")
+    data.add_argument("--url", help="download from here instead of the data set's home page")
     return parser
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from dynbo.benchmarks import intel_lab
+
+    options = {"url": args.url} if args.url else {}
+    path = intel_lab.fetch_raw(args.data_dir, **options)
+    table = intel_lab.read_raw(path)
+    print(
+        json.dumps(
+            {
+                "path": str(path),
+                "motes": len(table.motes),
+                "bins_10min": int(table.temperature.shape[1]),
+                "readings_kept": int(table.counts.sum()),
+                "start": None if table.start is None else table.start.isoformat(),
+            }
+        )
+    )
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -622,6 +653,7 @@ _COMMANDS = {
     "show": _cmd_show,
     "theory": _cmd_theory,
     "reproduce": _cmd_reproduce,
+    "data": _cmd_data,
 }
 
 

@@ -51,6 +51,8 @@ class Benchmark(ABC):
         cost: ``c``, seconds one evaluation takes (0 for step benchmarks).
         reference: paper and equation the definition comes from.
         candidates: ``(N, d)`` finite set of feasible points, or ``None`` for the box.
+        arm_covariance: ``(N, N)`` covariance of ``f`` over the candidates that the
+            benchmark's papers give the algorithms as their spatial kernel, or ``None``.
         temporal_kernel: the temporal kernel family the papers pair with it.
     """
 
@@ -63,6 +65,7 @@ class Benchmark(ABC):
     cost: float = 0.0
     reference: str = ""
     candidates: np.ndarray | None = None
+    arm_covariance: np.ndarray | None = None
     temporal_kernel: str = "matern32"
 
     @abstractmethod

@@ -217,8 +217,8 @@ def _make_benchmark(spec: RunSpec) -> Benchmark:
 def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     """The policy a run uses: the spec's options plus what the benchmark and horizon say.
 
-    The benchmark's candidates, temporal kernel and (for the policies that take it) noise
-    variance, and the horizon as the time unit of the temporal prior, are defaults the
+    The benchmark's candidates (and their given covariance), temporal kernel and (for
+    the policies that take it) noise variance, and the horizon as the time unit of the temporal prior, are defaults the
     spec's options may override.
     """
     from dynbo.policies import make, policy_class
@@ -226,6 +226,8 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     options = dict(spec.policy_options)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)
+    if bench.arm_covariance is not None:
+        options.setdefault("arm_covariance", bench.arm_covariance)
     klass = policy_class(spec.policy)
     if klass.fixed_temporal_kernel is None:
         options.setdefault("temporal_kernel", bench.temporal_kernel)

@@ -8,6 +8,7 @@ from dynbo.models.fit import (
 )
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import (
+    ArmCovariance,
     HyperparameterBounds,
     Hyperparameters,
     KernelSpec,
@@ -18,6 +19,7 @@ from dynbo.models.linalg import CholeskyJitterWarning, NumericalError
 from dynbo.models.ridge import WeightedRidgeView, ridge_width
 
 __all__ = [
+    "ArmCovariance",
     "CholeskyJitterWarning",
     "FitResult",
     "HyperparameterBounds",

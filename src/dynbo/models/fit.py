@@ -102,6 +102,12 @@ class NegativeLogMarginalLikelihood:
         self.base = gp.hyperparameters
         z = gp.inputs
         d = self.kernel.dim
+        # A given arm covariance is a fixed k_S: computed once, no lengthscale to fit.
+        self._arm_corr = (
+            self.kernel.arms.covariance(z[:, :d], z[:, :d])
+            if self.kernel.arms is not None
+            else None
+        )
         diff = z[:, None, :d] - z[None, :, :d]
         # ARD needs per-dimension squared differences; isotropic only their sum.
         self._sq = diff * diff if self.kernel.ard else (diff * diff).sum(-1)
@@ -119,6 +125,8 @@ class NegativeLogMarginalLikelihood:
         slots = []
         for name in _NAMES:
             if name in self.fixed:
+                continue
+            if name == "lengthscale_space" and self.kernel.arms is not None:
                 continue
             if name == "lengthscale_space":
                 slots.append((name, self.kernel.num_spatial_lengthscales))
@@ -202,12 +210,15 @@ class NegativeLogMarginalLikelihood:
         dtype, device = y.dtype, y.device
         n = y.shape[0]
         ls = torch.tensor(h.lengthscale_space, dtype=dtype, device=device)
-        if self.kernel.ard:
+        if self._arm_corr is not None:
+            corr_s, dcorr_s = self._arm_corr, None
+        elif self.kernel.ard:
             scaled = self._sq / (ls * ls)
             r = scaled.sum(-1).clamp_min_(1e-30).sqrt_()
+            corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
         else:
             r = (self._sq / (ls[0] * ls[0])).clamp_min_(1e-30).sqrt_()
-        corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
+            corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
         if self._dt is not None:
             assert self.kernel.temporal is not None and h.lengthscale_time is not None
             corr_t, dcorr_t = self.kernel.temporal_factor_and_scale_derivative(
@@ -248,6 +259,8 @@ class NegativeLogMarginalLikelihood:
             elif name == "lengthscale_time":
                 assert dcorr_t is not None
                 grads.append(0.5 * lam * inner(w * corr_s, dcorr_t))
+            elif dcorr_s is None:
+                raise AssertionError("a given arm covariance has no spatial lengthscale")
             elif self.kernel.ard:
                 # d r / d log l_j = -(diff_j / l_j)^2 / r, and -r k'(r) is what we have
                 chain = w * dcorr_s if corr_t is None else (w * corr_t).mul_(dcorr_s)

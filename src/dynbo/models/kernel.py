@@ -14,6 +14,12 @@ with ``lambda = sigma_k^2`` and ``l_T = sigma_k^2 / sigma_w^2`` the kernel is
 ``k_S (sigma_k^2 + sigma_w^2 min(t, t'))``, a random walk of functions whose variance
 grows by ``sigma_w^2`` per time unit (``temporal="wiener"``). It is not stationary, so
 the relevancy criterion and the theory module, which need spectral densities, reject it.
+
+Over a finite set of arms the spatial factor may instead be a user-given covariance
+matrix (:class:`ArmCovariance`, e.g. the empirical covariance of sensors' past readings
+in Bogunovic, Scarlett & Cevher 2016, Sec. 5.2): ``k_S(x_i, x_j) = K[a(x_i), a(x_j)]``
+with ``a(x)`` the arm at ``x``. It has no spatial lengthscale (the fit leaves
+``lengthscale_space`` alone) and is not stationary.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from dynbo.kernels import Family, as_family, correlation, correlation_and_scale_
 
 __all__ = [
     "WIENER",
+    "ArmCovariance",
     "KernelSpec",
     "as_temporal",
     "Hyperparameters",
@@ -64,6 +71,44 @@ def as_temporal(family: Family | str) -> Family | str:
         ) from None
 
 
+class ArmCovariance:
+    """A given covariance matrix over a finite set of arms: the spatial factor ``k_S``.
+
+    Args:
+        points: ``(N, d)`` the arms' coordinates in the unit box (distinct).
+        matrix: ``(N, N)`` symmetric positive semi-definite covariance, ``matrix[i, j] =
+            k_S(points[i], points[j])`` (in the units of the standardized targets times
+            the outputscale, which multiplies it as it multiplies any ``k_S``).
+
+    A point that is not one of the arms is read as the nearest arm; policies only ever
+    evaluate the kernel at arms (their candidates).
+    """
+
+    def __init__(self, points: torch.Tensor, matrix: torch.Tensor) -> None:
+        if points.ndim != 2 or matrix.shape != (points.shape[0], points.shape[0]):
+            raise ValueError(
+                f"arm covariance must be (N, N) for N = {points.shape[0]} arms, "
+                f"got {tuple(matrix.shape)}"
+            )
+        self.points = points
+        self.matrix = matrix
+
+    def index(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., n)`` index of the arm nearest to each row of ``(..., n, d)``."""
+        points = self.points.to(dtype=x.dtype, device=x.device)
+        return _squared_distance(x, points).argmin(-1)
+
+    def covariance(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        """``(..., n1, n2)`` entries ``K[a(x1_i), a(x2_j)]`` for ``(..., n, d)`` inputs."""
+        matrix = self.matrix.to(dtype=x1.dtype, device=x1.device)
+        i1, i2 = self.index(x1), self.index(x2)
+        return matrix[i1[..., :, None], i2[..., None, :]]
+
+    def variance(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., n)`` diagonal entries ``K[a(x_i), a(x_i)]``."""
+        return self.matrix.diagonal().to(dtype=x.dtype, device=x.device)[self.index(x)]
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """Which correlation families a GP uses, and on how many spatial dimensions.
@@ -75,12 +120,15 @@ class KernelSpec:
             Wiener-process factor ``1 + min(t, t') / l_T`` (time since the start,
             ``t >= 0``), or ``None`` for a purely spatial kernel that ignores time.
         ard: one spatial lengthscale per dimension instead of one shared lengthscale.
+        arms: a given covariance over a finite set of arms that replaces ``k_S`` (then
+            ``spatial`` and ``ard`` are not used), or ``None``.
     """
 
     dim: int
     spatial: Family = Family.MATERN52
     temporal: Family | str | None = Family.MATERN32
     ard: bool = False
+    arms: ArmCovariance | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.dim, int) or isinstance(self.dim, bool) or self.dim < 1:
@@ -97,7 +145,7 @@ class KernelSpec:
     @property
     def stationary(self) -> bool:
         """Whether ``k`` depends on the inputs only through their differences."""
-        return self.temporal != WIENER
+        return self.temporal != WIENER and self.arms is None
 
     def temporal_argument(self, t1: torch.Tensor, t2: torch.Tensor) -> torch.Tensor:
         """What the temporal factor reads: ``|t - t'|``, or ``min(t, t')`` for Wiener.
@@ -138,12 +186,17 @@ class KernelSpec:
         """``k_S(z, z) k_T(z, z)`` of each row of ``(..., n, input_dim)``: ``(..., n)``.
 
         1 for the stationary kernels; ``1 + t / l_T`` for the Wiener factor, whose
-        prior variance grows with time.
+        prior variance grows with time; ``K[a, a]`` of each row's arm under a given arm
+        covariance.
         """
+        if self.arms is not None:
+            out = self.arms.variance(inputs[..., : self.dim])
+        else:
+            out = inputs.new_ones(inputs.shape[:-1])
         if self.temporal == WIENER:
             assert lengthscale_time is not None
-            return 1.0 + inputs[..., self.dim] / lengthscale_time
-        return inputs.new_ones(inputs.shape[:-1])
+            return out * (1.0 + inputs[..., self.dim] / lengthscale_time)
+        return out
 
     @property
     def input_dim(self) -> int:
@@ -171,13 +224,17 @@ class KernelSpec:
                 kernel has no temporal part).
 
         Returns:
-            ``(..., n1, n2)`` correlations in ``[0, 1]`` (Wiener: ``k_S (1 + min / l_T)``).
+            ``(..., n1, n2)`` correlations in ``[0, 1]`` (Wiener: ``k_S (1 + min / l_T)``;
+            a given arm covariance: its entries times ``k_T``).
         """
         d = self.dim
-        x1 = inputs1[..., :d] / lengthscale_space
-        x2 = inputs2[..., :d] / lengthscale_space
-        sq = _squared_distance(x1, x2)
-        corr = correlation(self.spatial, sq.clamp_min(_MIN_SQUARED_DISTANCE).sqrt())
+        if self.arms is not None:
+            corr = self.arms.covariance(inputs1[..., :d], inputs2[..., :d])
+        else:
+            x1 = inputs1[..., :d] / lengthscale_space
+            x2 = inputs2[..., :d] / lengthscale_space
+            sq = _squared_distance(x1, x2)
+            corr = correlation(self.spatial, sq.clamp_min(_MIN_SQUARED_DISTANCE).sqrt())
         if self.temporal is not None:
             assert lengthscale_time is not None
             argument = self.temporal_argument(inputs1[..., d], inputs2[..., d])

@@ -191,6 +191,11 @@ class Policy(ABC):
         raw_samples, restarts, acquisition_iterations: acquisition box search.
         candidates: ``(N, d)`` finite set of points (original units) to choose from
             instead of the box (sensors, grid cells).
+        arm_covariance: ``(N, N)`` a given covariance of ``f`` over the ``candidates``
+            (e.g. the empirical covariance of past data) used as the spatial kernel in
+            place of ``spatial_kernel`` (no spatial lengthscale is fitted; the
+            outputscale still multiplies it unless fixed). Not for W-DBO and BOLT, whose
+            relevancy criterion needs a stationary kernel over a box.
         learn_hyperparameters: refit ``(lambda, l_S, l_T, sigma^2)`` at every iteration.
         min_fit_size: refit only when the dataset holds at least this many observations;
             below it the previous values are kept (after a reset: the values learned
@@ -252,6 +257,8 @@ class Policy(ABC):
     #: measured from an origin (``t >= 0``), which only UI-TVBO's coordinates provide;
     #: the relevancy criterion (W-DBO, BOLT) needs a stationary factor anyway.
     accepts_wiener: ClassVar[bool] = False
+    #: whether a given covariance over the candidates may replace the spatial kernel.
+    accepts_arm_covariance: ClassVar[bool] = True
     #: ``min_fit_size`` when the option is not given.
     default_min_fit_size: ClassVar[int] = 1
 
@@ -280,6 +287,7 @@ class Policy(ABC):
         restarts: int = 10,
         acquisition_iterations: int = 200,
         candidates: Sequence[Sequence[float]] | np.ndarray | None = None,
+        arm_covariance: Sequence[Sequence[float]] | np.ndarray | None = None,
         learn_hyperparameters: bool = True,
         min_fit_size: int | None = None,
         fit_iterations: int = 50,
@@ -298,7 +306,12 @@ class Policy(ABC):
         if dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
         self.dtype = getattr(torch, dtype)
-        self._domain = SearchDomain(bounds, self.dtype, candidates)
+        self._domain = SearchDomain(bounds, self.dtype, candidates, arm_covariance)
+        if self._domain.arms is not None and not self.accepts_arm_covariance:
+            raise ValueError(
+                f"arm_covariance: {self.name} needs a stationary spatial kernel (its "
+                "relevancy criterion integrates over the box), not a given covariance"
+            )
         self.dim = self._domain.dim
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -356,6 +369,7 @@ class Policy(ABC):
             spatial=as_family(spatial_kernel),
             temporal=as_temporal(temporal_kernel) if self.models_time else None,
             ard=boolean("ard", ard),
+            arms=self._domain.arms,
         )
         self._user_bounds = (
             set(hyperparameter_bounds or ())

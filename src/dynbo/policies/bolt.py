@@ -48,6 +48,7 @@ class BOLT(Policy):
         **kwargs: the shared :class:`~dynbo.policies.base.Policy` arguments.
     """
 
+    accepts_arm_covariance = False
     name = "bolt"
     reference = (
         "Bardou & Thiran (2025), Optimizing Through Change: Bounds and Recommendations for "

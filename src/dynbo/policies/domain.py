@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dynbo.models.kernel import ArmCovariance
 from dynbo.validation import real_array
 
 __all__ = ["SearchDomain"]
@@ -26,12 +27,18 @@ class SearchDomain:
         bounds: ``(2, d)`` lower and upper corners (original units).
         dtype: the model's dtype: bounds and widths must be finite numbers in it.
         candidates: ``(N, d)`` finite set of points inside the box, or ``None``.
+        arm_covariance: ``(N, N)`` given covariance of ``f`` over the candidates (the
+            spatial kernel of the GP, :class:`dynbo.models.ArmCovariance`), or ``None``.
 
     Raises:
-        ValueError: naming the problem with the bounds or the candidates.
+        ValueError: naming the problem with the bounds, the candidates or the covariance
+            (not symmetric, not positive semi-definite, wrong size, no candidates,
+            repeated candidates).
     """
 
-    def __init__(self, bounds: Any, dtype: torch.dtype, candidates: Any = None) -> None:
+    def __init__(
+        self, bounds: Any, dtype: torch.dtype, candidates: Any = None, arm_covariance: Any = None
+    ) -> None:
         self.dtype = dtype
         self.lower, self.upper = self._parse_bounds(bounds, dtype)
         self.dim = int(self.lower.shape[0])
@@ -50,6 +57,34 @@ class SearchDomain:
                 raise ValueError("some candidates lie outside the search bounds")
             self.candidates = np.clip(cand, self.lower, self.upper)
             self.candidates_unit = self.to_unit(torch.as_tensor(cand, dtype=dtype))
+        self.arms: ArmCovariance | None = None
+        if arm_covariance is not None:
+            self.arms = self._parse_arm_covariance(arm_covariance)
+
+    def _parse_arm_covariance(self, value: Any) -> ArmCovariance:
+        if self.candidates is None or self.candidates_unit is None:
+            raise ValueError("arm_covariance needs candidates (the arms it is a covariance of)")
+        matrix = real_array("arm_covariance", value)
+        n = self.candidates.shape[0]
+        if matrix.shape != (n, n):
+            raise ValueError(
+                f"arm_covariance must have shape ({n}, {n}) for {n} candidates, got {matrix.shape}"
+            )
+        if not np.isfinite(matrix).all():
+            raise ValueError("arm_covariance contains NaN or infinite values")
+        scale = max(float(np.abs(matrix).max()), np.finfo(float).tiny)
+        if np.abs(matrix - matrix.T).max() > 1e-10 * scale:
+            raise ValueError("arm_covariance must be symmetric")
+        lowest = float(np.linalg.eigvalsh(0.5 * (matrix + matrix.T))[0])
+        if lowest < -1e-8 * scale:
+            raise ValueError(
+                f"arm_covariance must be positive semi-definite (smallest eigenvalue {lowest:.3g})"
+            )
+        if len(np.unique(self.candidates, axis=0)) != n:
+            # an arm is found by its coordinates: two arms at one point are one arm
+            raise ValueError("arm_covariance needs distinct candidates; some are repeated")
+        matrix = 0.5 * (matrix + matrix.T)
+        return ArmCovariance(self.candidates_unit, torch.as_tensor(matrix, dtype=self.dtype))
 
     def tolerance(self) -> np.ndarray:
         """``(d,)`` slack accepted outside the box (1e-9 of each width)."""

@@ -59,6 +59,7 @@ class WDBO(Policy):
         **kwargs: the shared :class:`~dynbo.policies.base.Policy` arguments.
     """
 
+    accepts_arm_covariance = False
     name = "wdbo"
     reference = (
         "Bardou, Thiran & Ranieri (2024), This Too Shall Pass: Removing Stale Observations "
