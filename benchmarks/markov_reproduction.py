@@ -25,7 +25,8 @@ import tempfile
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+
+from regret_summary import plot_curves, summarize  # noqa: E402
 
 from dynbo.benchmarks.registry import within_model_options  # noqa: E402
 from dynbo.harness import Store, build_campaign, run_campaign  # noqa: E402
@@ -80,20 +81,7 @@ def main() -> None:
     with Store(path) as store:
         run_campaign(campaign, store, workers=args.workers, progress=sys.stderr.isatty())
         frame = store.iterations_frame(campaign.campaign_id)
-    frame = frame[frame["warmup"] == 0]
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    curves: dict[str, dict[str, np.ndarray]] = {}
-    for (label, policy), group in frame.groupby(["benchmark", "policy"]):
-        per_run = group.groupby("seed")["regret"].apply(lambda r: np.asarray(r, dtype=float))
-        final = np.array([r.mean() for r in per_run])
-        results.setdefault(label, {})[policy] = {
-            "final_average_regret_mean": float(final.mean()),
-            "final_average_regret_se": float(final.std(ddof=1) / np.sqrt(len(final))),
-            "runs": int(len(final)),
-        }
-        steps = min(len(r) for r in per_run)
-        running = np.stack([np.cumsum(r[:steps]) / np.arange(1, steps + 1) for r in per_run])
-        curves.setdefault(label, {})[policy] = running.mean(0)
+    results, curves = summarize(frame)
     at = results.get("eps0.03", {})
 
     def mean(p: str) -> float:
@@ -127,23 +115,7 @@ def main() -> None:
         )
     )
     if args.figure:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.2), sharey=True)
-        for ax, label in zip(np.atleast_1d(axes), sorted(curves)):
-            for policy in POLICIES:
-                if policy in curves[label]:
-                    curve = curves[label][policy]
-                    ax.plot(np.arange(1, len(curve) + 1), curve, label=policy)
-            ax.set_title(label.replace("eps", "eps = "))
-            ax.set_xlabel("step t")
-        np.atleast_1d(axes)[0].set_ylabel("average regret R_t / t")
-        np.atleast_1d(axes)[0].legend()
-        fig.tight_layout()
-        fig.savefig(args.figure, dpi=120)
+        plot_curves(curves, POLICIES, args.figure, lambda label: label.replace("eps", "eps = "))
 
 
 if __name__ == "__main__":
