@@ -25,6 +25,8 @@ ALL_NAMES = {
     "styblinski-tang",
     "temperature",
     "temperature-sensors",
+    "wlan",
+    "cartpole",
 }
 
 
@@ -78,6 +80,8 @@ def test_bolt_suite_is_table_2():
         "schwefel",
         "hartmann6",
         "powell",
+        "temperature",
+        "wlan",
     ]
     table = {
         "shekel": (4, 0.02, 0.50),
@@ -88,6 +92,8 @@ def test_bolt_suite_is_table_2():
         "schwefel": (4, 0.25, 0.05),
         "hartmann6": (6, 0.05, 0.10),
         "powell": (4, 2.50, 1.00),
+        "temperature": (3, 0.16, 1.00),
+        "wlan": (7, 1.50, 0.10),
     }
     for entry in suite.entries:
         bench = entry.build(seed=0)
@@ -112,6 +118,8 @@ def test_wdbo_suite_uses_five_percent_of_the_signal_variance():
         "hartmann3": 3,
         "hartmann6": 6,
         "powell": 4,
+        "temperature": 3,
+        "wlan": 5,
     }
     for label in ("eggholder", "shekel"):
         bench = suite.entry(label).build()
@@ -145,7 +153,7 @@ def test_markov_rkhs_and_quick_suites():
 
 
 def test_suites_are_frozen_and_validated():
-    assert benchmarks.suites() == ["bolt", "wdbo", "markov", "rkhs", "sensors", "quick"]
+    assert benchmarks.suites() == ["bolt", "wdbo", "markov", "rkhs", "sensors", "control", "quick"]
     suite = benchmarks.suite("quick")
     with pytest.raises(dataclasses.FrozenInstanceError):
         suite.seeds = 3

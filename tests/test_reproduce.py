@@ -13,19 +13,24 @@ from dynbo.policies import available as policy_names
 from dynbo.report.paper import paper_table_html, paper_table_markdown
 from dynbo.report.tables import OVERALL, build_table
 
-SUITES = {"bolt-table3": "bolt", "wdbo-table2": "wdbo", "bogunovic-fig2": "markov"}
+SUITES = {
+    "bolt-table3": "bolt",
+    "wdbo-table2": "wdbo",
+    "bogunovic-fig2": "markov",
+    "et-gp-ucb-temperature": "sensors",
+}
 
 
 def test_the_reproductions_ship_as_package_data():
-    assert reproductions.available() == ["bolt-table3", "wdbo-table2", "bogunovic-fig2"]
-    assert "et-gp-ucb-temperature" in reproductions.known()
+    assert reproductions.available() == list(SUITES)
+    assert "w-sparq-rkhs" in reproductions.known()
     files = {p.name for p in resources.files("dynbo.reproductions").iterdir()}
     for name in reproductions.available():
         assert f"{name}.toml" in files
     assert {"bolt-table3.json", "wdbo-table2.json"} <= files
 
 
-@pytest.mark.parametrize("name", ["bolt-table3", "wdbo-table2", "bogunovic-fig2"])
+@pytest.mark.parametrize("name", list(SUITES))
 def test_every_shipped_campaign_validates_with_the_cheaper_overrides(name):
     config, _ = reproductions.load(name)
     assert config["suites"] == [SUITES[name]]
@@ -51,10 +56,10 @@ def test_the_paper_protocols_are_the_suites_runs():
     bolt = reproductions.campaign_for("bolt-table3")
     same = build_campaign({"suites": ["bolt"]})
     assert {s.run_id for s in bolt.specs} == {s.run_id for s in same.specs}
-    assert len(bolt) == 8 * 7 * 10 and {s.protocol.clock for s in bolt.specs} == {"measured"}
+    assert len(bolt) == 10 * 7 * 10 and {s.protocol.clock for s in bolt.specs} == {"measured"}
     assert {s.benchmark_options["horizon"] for s in bolt.specs} == {600.0}
     wdbo = reproductions.campaign_for("wdbo-table2")
-    assert len(wdbo) == 10 * 6 * 10
+    assert len(wdbo) == 12 * 6 * 10
     markov = reproductions.campaign_for("bogunovic-fig2")
     assert {s.policy for s in markov.specs} == {"gp-ucb", "r-gp-ucb", "tv-gp-ucb"}
     assert {s.seed for s in markov.specs} == set(range(200))
@@ -83,8 +88,8 @@ def test_the_published_numbers_are_the_papers():
     for name, paper in (("bolt-table3", bolt), ("wdbo-table2", wdbo)):
         labels = {e.label for e in suite(SUITES[name]).entries}
         rows = set(paper["table"]) - {OVERALL}
-        # every implemented row is a suite label; the others are listed as not run
-        assert rows - labels == set(paper["not_run"]) == {"temperature", "wlan"}
+        # every row of the paper is a suite label (the real-world ones included)
+        assert rows == labels and paper["not_run"] == {}
         assert labels <= rows
         assert set(paper["policies"]) <= set(policy_names())
         for row in paper["table"].values():
@@ -95,8 +100,8 @@ def test_the_published_numbers_are_the_papers():
 def test_unknown_and_unavailable_reproductions_are_value_errors():
     with pytest.raises(ValueError, match="unknown reproduction 'nope'"):
         reproductions.load("nope")
-    with pytest.raises(ValueError, match="not available.*temperature"):
-        reproductions.campaign_for("et-gp-ucb-temperature")
+    with pytest.raises(ValueError, match="not available.*SparQ"):
+        reproductions.campaign_for("w-sparq-rkhs")
     with pytest.raises(ValueError, match="seeds"):
         reproductions.campaign_for("bolt-table3", seeds=0)
 
@@ -104,8 +109,8 @@ def test_unknown_and_unavailable_reproductions_are_value_errors():
 def test_the_estimate_follows_the_documented_cost_model():
     campaign = reproductions.campaign_for("bolt-table3", seeds=1, horizon=30)
     one = reproductions.estimate(campaign)
-    assert one.runs == 56 and (one.benchmarks, one.policies, one.seeds) == (8, 7, 1)
-    assert one.run_seconds == pytest.approx(56 * reproductions.run_estimate("measured", 30))
+    assert one.runs == 70 and (one.benchmarks, one.policies, one.seeds) == (10, 7, 1)
+    assert one.run_seconds == pytest.approx(70 * reproductions.run_estimate("measured", 30))
     two = reproductions.estimate(campaign, workers=2)
     assert two.seconds == pytest.approx(one.seconds / 2)
     markov = reproductions.estimate(reproductions.campaign_for("bogunovic-fig2", seeds=2))
@@ -126,13 +131,13 @@ def test_the_dry_run_prints_the_run_count_and_creates_no_store(tmp_path, capsys)
     out = capsys.readouterr().out
     bolt = suite("bolt")
     runs = len(bolt.entries) * len(bolt.policies)
-    assert runs == 56
-    assert f"{runs} runs (8 benchmarks x 7 policies x 1 seed)" in out
+    assert runs == 70
+    assert f"{runs} runs (10 benchmarks x 7 policies x 1 seed)" in out
     assert "estimated time: about" in out and "2 workers" in out
     assert not store.exists() and not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("name", ["nope", "et-gp-ucb-temperature"])
+@pytest.mark.parametrize("name", ["nope", "w-sparq-rkhs"])
 def test_an_unknown_or_unavailable_name_exits_2_with_one_error_line(tmp_path, capsys, name):
     assert main(["reproduce", name, "--store", str(tmp_path / "s.sqlite")]) == 2
     captured = capsys.readouterr()
@@ -182,7 +187,7 @@ def test_the_comparison_table_shows_the_paper_and_the_measured_numbers(tmp_path)
     assert "Measured with 2 seeds." in page and "Optimizing Through Change" in page
     # policies and benchmarks the store lacks: the paper's number, no measurement
     assert '<td class="paper" style="color:#555" data-paper="0.42">0.42 ± 0.01</td>' in page
-    assert "not run" in page and "Temperature" in page
+    assert "Temperature" in page
     md = paper_table_markdown(paper, table)
     row = next(line for line in md.splitlines() if line.startswith("| hartmann3 "))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -192,7 +197,7 @@ def test_the_comparison_table_shows_the_paper_and_the_measured_numbers(tmp_path)
     powell = next(line for line in md.splitlines() if line.startswith("| powell "))
     assert "| 3669 ± 137 | 3200 ± 200 |" in powell  # gp-ucb: paper, measured
     wlan = next(line for line in md.splitlines() if line.startswith("| wlan "))
-    assert "8.1 ± 0.21 | not run" in wlan
+    assert wlan.endswith("| 8.1 ± 0.21 | – |")  # paper only: not in the store
     overall = next(line for line in md.splitlines() if line.startswith("| OVERALL "))
     assert "0.01 ± 0.01" in overall
 

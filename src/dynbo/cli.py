@@ -261,13 +261,16 @@ def _parser() -> argparse.ArgumentParser:
         "reproduce",
         "rerun a paper's headline experiment and compare with its numbers",
         "Run a paper's experiment (a campaign shipped with dynbo: bolt-table3, "
-        "wdbo-table2, bogunovic-fig2) into a store, resumably like `dynbo bench`, then "
-        "write the HTML report with the paper's published numbers beside the measured "
-        "ones and print its path. --seeds and --horizon run a cheaper version; "
+        "wdbo-table2, bogunovic-fig2, et-gp-ucb-temperature) into a store, resumably "
+        "like `dynbo bench`, then write the HTML report with the paper's published "
+        "numbers beside the measured ones and print its path. --seeds and --horizon run "
+        "a cheaper version; "
         "--dry-run prints the number of runs and a rough time estimate. See "
         "docs/reproductions.md.",
     )
-    reproduce.add_argument("name", help="bolt-table3, wdbo-table2 or bogunovic-fig2")
+    reproduce.add_argument(
+        "name", help="bolt-table3, wdbo-table2, bogunovic-fig2 or et-gp-ucb-temperature"
+    )
     reproduce.add_argument(
         "--seeds", type=_positive_int, help="run seeds 0..N-1 (default: the paper's number)"
     )

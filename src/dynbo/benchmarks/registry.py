@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynbo.benchmarks.base import Benchmark
+from dynbo.benchmarks.cartpole import CartPole
 from dynbo.benchmarks.markov import MarkovChainGP
 from dynbo.benchmarks.rkhs import DriftingRKHS
 from dynbo.benchmarks.synthetic import SYNTHETIC_BENCHMARKS
 from dynbo.benchmarks.temperature import TemperatureField, TemperatureSensors
+from dynbo.benchmarks.wlan import WLAN
 
 __all__ = ["CLOCKS", "Suite", "SuiteEntry", "get", "names", "options", "suite", "suites"]
 
@@ -37,6 +39,8 @@ _BENCHMARKS: dict[str, Callable[..., Benchmark]] = {
     DriftingRKHS.name: DriftingRKHS,
     TemperatureField.name: TemperatureField,
     TemperatureSensors.name: TemperatureSensors,
+    CartPole.name: CartPole,
+    WLAN.name: WLAN,
 }
 
 
@@ -215,6 +219,34 @@ WDBO_SYNTHETIC = (
 CONTINUOUS_POLICIES = ("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb", "abo", "wdbo")
 
 
+#: the real-world rows of BOLT Table 2 / W-DBO Table 2: (label, registry name, options);
+#: WLAN's users move along seed 0's trajectories in every run (one floor, as one data set
+#: for Temperature), the runs differ in noise and in the policies' randomness.
+BOLT_REAL_WORLD = (
+    ("temperature", "temperature", {"noise_variance": 0.16, "cost": 1.0}),
+    (
+        "wlan",
+        "wlan",
+        {"access_points": 6, "users": 27, "seed": 0, "noise_variance": 1.5, "cost": 0.1},
+    ),
+)
+WDBO_REAL_WORLD = (
+    ("temperature", "temperature", {"noise_fraction": 0.05, "cost": 0.1}),
+    (
+        "wlan",
+        "wlan",
+        {"access_points": 4, "users": 18, "seed": 0, "noise_fraction": 0.05, "cost": 0.1},
+    ),
+)
+
+
+def _real_world(rows: tuple) -> tuple[SuiteEntry, ...]:
+    return tuple(
+        SuiteEntry(name, {**options, "horizon": CONTINUOUS_HORIZON}, label)
+        for label, name, options in rows
+    )
+
+
 def _bolt() -> Suite:
     entries = tuple(
         SuiteEntry(
@@ -223,7 +255,7 @@ def _bolt() -> Suite:
             label,
         )
         for label, name, d, noise, cost in BOLT_TABLE_2
-    )
+    ) + _real_world(BOLT_REAL_WORLD)
     return Suite(
         name="bolt",
         entries=entries,
@@ -232,9 +264,8 @@ def _bolt() -> Suite:
         policies=(*CONTINUOUS_POLICIES, "bolt"),
         description=(
             "BOLT (Bardou & Thiran, Optimizing Through Change) Sec. 5 / App. F: the eight "
-            "synthetic benchmarks with Table 2's noise variances and costs, T = 600 s, 10 seeds. "
-            "The real-world Temperature(3) and WLAN(7) benchmarks are not implemented yet "
-            "and are left out."
+            "synthetic benchmarks and the real-world Temperature(3) and WLAN(7) (6 access "
+            "points, 27 users) with Table 2's noise variances and costs, T = 600 s, 10 seeds."
         ),
     )
 
@@ -247,7 +278,7 @@ def _wdbo() -> Suite:
             label,
         )
         for label, name, d in WDBO_SYNTHETIC
-    )
+    ) + _real_world(WDBO_REAL_WORLD)
     return Suite(
         name="wdbo",
         entries=entries,
@@ -257,8 +288,8 @@ def _wdbo() -> Suite:
         description=(
             "W-DBO (Bardou, Thiran & Ranieri, This Too Shall Pass) Sec. 6 / App. G.2: the ten "
             "synthetic benchmarks, noise variance 5 % of the signal variance (1e5 uniform "
-            "samples, seed 0), c = 0.1 s, T = 600 s, 10 seeds. The real-world Temperature(3) "
-            "and WLAN(5) benchmarks are not implemented yet and are left out."
+            "samples, seed 0), c = 0.1 s, T = 600 s, 10 seeds; plus the real-world "
+            "Temperature(3) and WLAN(5) (4 access points, 18 users) with the same noise rule."
         ),
     )
 
@@ -397,6 +428,57 @@ def _sensors() -> Suite:
     )
 
 
+CONTROL_POLICIES = ("gp-ucb", "r-gp-ucb", "tv-gp-ucb", "et-gp-ucb", "ui-tvbo")
+
+
+def control_options() -> dict[str, dict[str, Any]]:
+    """ET-GP-UCB's policy-search settings (Brunzema et al., Table 6) per policy.
+
+    ``beta_t = 0.8 log(4 t)``; TV-GP-UCB ``eps = 0.03``; R-GP-UCB ``N = 29``
+    (``ceil(12 * 0.03^(-1/4))``); ET-GP-UCB ``delta_B = 0.1``; UI-TVBO
+    ``sigma_w^2 = 0.03`` (its own UCB constant 2 is replaced by the common schedule);
+    every other hyperparameter learned online (the policies' default priors).
+    """
+    beta = {"kind": "log_time", "c1": 0.8, "c2": 4.0}
+    extra = {
+        "gp-ucb": {},
+        "r-gp-ucb": {"reset_every": 29},
+        "tv-gp-ucb": {"epsilon": 0.03},
+        "et-gp-ucb": {"delta_B": 0.1},
+        "ui-tvbo": {"wiener_variance": 0.03},
+    }
+    return {name: {"beta": beta, **extra[name]} for name in CONTROL_POLICIES}
+
+
+def _control() -> Suite:
+    entries = tuple(
+        SuiteEntry(
+            "cartpole",
+            {"drift": drift, "noise_variance": 0.02, "horizon": 300, "seed": 0},
+            f"cartpole-{drift}",
+            control_options(),
+        )
+        for drift in ("sudden", "smooth")
+    )
+    return Suite(
+        name="control",
+        entries=entries,
+        clock="step",
+        seeds=20,
+        policies=CONTROL_POLICIES,
+        protocol={"warmup": 0},
+        description=(
+            "Cart-pole policy search (ET-GP-UCB, Brunzema et al., Sec. 5 and Table 6; "
+            "UI-TVBO, Brunzema, von Rohr & Trimpe 2022): the 4 LQR gains of a linearized "
+            "cart-pole, cost = average quadratic cost over 20 s (maximize -J), friction x2.5 "
+            "at t = 100 ('sudden') or UI-TVBO's smooth drift, sigma_n^2 = 0.02, T = 300 steps, "
+            "20 seeds (observation noise; the process noise is seed 0's in every run), "
+            "beta = 0.8 log(4 t), TV-GP-UCB eps = 0.03, R-GP-UCB N = 29, delta_B = 0.1, "
+            "UI-TVBO sigma_w^2 = 0.03, no warm-up."
+        ),
+    )
+
+
 def _rkhs() -> Suite:
     return Suite(
         name="rkhs",
@@ -456,6 +538,7 @@ _SUITES: dict[str, Callable[[], Suite]] = {
     "markov": _markov,
     "rkhs": _rkhs,
     "sensors": _sensors,
+    "control": _control,
     "quick": _quick,
 }
 

@@ -218,8 +218,8 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     """The policy a run uses: the spec's options plus what the benchmark and horizon say.
 
     The benchmark's candidates (and their given covariance), temporal kernel and (for
-    the policies that take it) noise variance, and the horizon as the time unit of the temporal prior, are defaults the
-    spec's options may override.
+    the policies that take it) noise variance, and the horizon as the time unit of the
+    temporal prior, are defaults the spec's options may override.
     """
     from dynbo.policies import make, policy_class
 
