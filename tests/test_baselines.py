@@ -392,7 +392,9 @@ def test_every_baseline_runs_the_quick_benchmark_under_every_clock(name, clock):
     result = execute(spec)
     assert result.status == "done", result.error
     loop = [r for r in result.iterations if not r["warmup"]]
-    assert len(loop) >= 5
+    # real-time clocks fit as many iterations into the horizon as the machine's load
+    # allows (4 on a busy 2-core CI machine); the count is not what this test is about
+    assert len(loop) >= (5 if clock in ("step", "modeled") else 2)
     assert all(isinstance(r["extra"], str) for r in loop)
 
 

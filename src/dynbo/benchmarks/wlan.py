@@ -234,7 +234,7 @@ class WLAN(Benchmark):
     BOLT_SIZE = (6, 27)
     WDBO_SIZE = (4, 18)
     #: Search settings: a cold call (nothing cached nearby) and a warm-started one.
-    cold_settings = BoxSearchSettings(raw_samples=2**13, restarts=24, final_polishes=4)
+    cold_settings = BoxSearchSettings(raw_samples=2**14, restarts=48, final_polishes=4)
     warm_settings = BoxSearchSettings(raw_samples=2**10, restarts=6, final_polishes=2)
     #: A search is warm when a cached time lies within this many seconds.
     warm_window = 10.0
@@ -351,9 +351,20 @@ class WLAN(Benchmark):
             ``(..., U, A)`` gains ``10^(-L0/10) max(d, d_min)^-n``.
         """
         where = np.asarray(user_positions, dtype=float)
-        distance = np.linalg.norm(where[..., :, None, :] - self.ap_positions, axis=-1)
-        distance = np.maximum(distance, self.constants.min_distance)
-        return self._reference_gain * distance ** (-self.constants.path_loss_exponent)
+        dx = where[..., 0, None] - self.ap_positions[:, 0]
+        dy = where[..., 1, None] - self.ap_positions[:, 1]
+        # max(d, d_min)^-n as a power of the squared distance (no square root needed);
+        # products for an even integer n (the default 4) are several times faster than pow.
+        squared = np.maximum(dx * dx + dy * dy, self.constants.min_distance**2)
+        half = 0.5 * self.constants.path_loss_exponent
+        if half == int(half) and 1 <= half <= 4:
+            inverse = 1.0 / squared
+            decay = inverse
+            for _ in range(int(half) - 1):
+                decay = decay * inverse
+        else:
+            decay = np.exp(-half * np.log(squared))
+        return self._reference_gain * decay
 
     def _user_rates_from_gains(self, gains: np.ndarray, powers: np.ndarray) -> np.ndarray:
         """``(m, U)`` rates (Mbit/s) from ``(U, A)`` or ``(m, U, A)`` gains, ``(m, A)`` mW."""
