@@ -58,13 +58,13 @@ __all__ = [
 _REPRODUCTIONS: dict[str, str] = {
     "bolt-table3": (
         "Bardou & Thiran (2025), Optimizing Through Change, Table 3; the paper's "
-        "protocol: eight synthetic benchmarks x seven policies, measured clock, "
-        "T = 600 s, 10 seeds"
+        "protocol: eight synthetic and two real-world benchmarks x seven policies, "
+        "measured clock, T = 600 s, 10 seeds"
     ),
     "wdbo-table2": (
         "Bardou, Thiran & Ranieri (2024), This Too Shall Pass, Table 2; the paper's "
-        "protocol: ten synthetic benchmarks x six policies, measured clock, T = 600 s, "
-        "10 seeds"
+        "protocol: ten synthetic and two real-world benchmarks x six policies, measured "
+        "clock, T = 600 s, 10 seeds"
     ),
     "bogunovic-fig2": (
         "Bogunovic, Scarlett & Cevher (2016), Time-Varying Gaussian Process Bandit "
