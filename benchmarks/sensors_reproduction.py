@@ -4,8 +4,8 @@ The ``sensors`` suite: arms = sensors, the empirical covariance of the training 
 the known kernel, the test days as the objective (normalized with the training mean and
 standard deviation), step clock, sigma^2 = 0.01, beta_t = 0.8 log(0.4 t), TV-GP-UCB
 eps = 0.03, R-GP-UCB N = 15, ET-GP-UCB delta_B = 0.1 (``dynbo.benchmarks.registry.
-known_kernel_options``). Both tables: 30-minute (50 sensors, T = 96) and 10-minute
-(52 motes, T = 144). Prints, per table and policy, the mean and standard error over seeds
+known_kernel_options``). Both tables: 30-minute (50 sensors, T = 95) and 10-minute
+(52 motes, T = 143). Prints, per table and policy, the mean and standard error over seeds
 of the final average regret ``R_T / T`` (normalized units; ``celsius`` multiplies by the
 training standard deviation), and whether TV-GP-UCB and ET-GP-UCB end below GP-UCB;
 ``--figure`` writes the running-average regret plot.

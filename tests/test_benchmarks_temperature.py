@@ -80,6 +80,11 @@ def test_fetch_caches_once_checks_the_download_and_honours_the_environment(tmp_p
     with pytest.raises(ValueError, match="gzip"):
         intel_lab.fetch_raw(other, url=broken.as_uri())
     assert list((other / "intel-lab").iterdir()) == []
+    flipped = bytearray(gzip.compress(b"2004-02-28 00:59:16 3 1 19.9 37 45 2.7\n" * 500))
+    flipped[len(flipped) // 2] ^= 0xFF  # a corrupt deflate stream, not a short one
+    (tmp_path / "flipped.gz").write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match="gzip"):
+        intel_lab.fetch_raw(other, url=(tmp_path / "flipped.gz").as_uri())
     with pytest.raises(OSError):
         intel_lab.fetch_raw(other, url=(tmp_path / "missing.gz").as_uri())
     assert list((other / "intel-lab").iterdir()) == []
@@ -161,12 +166,14 @@ def test_temperature_from_cached_raw_readings(tmp_path):
         benchmarks.get("temperature", source="raw", data_dir=str(tmp_path / "none"))
     with pytest.raises(ValueError, match="source"):
         benchmarks.get("temperature", source="web")
+    with pytest.raises(ValueError, match="finite"):
+        bench.optimum(float("nan"))
 
 
 @pytest.mark.parametrize("table,sensors,steps", [("30min", 50, 96), ("10min", 52, 144)])
 def test_sensor_benchmark_kernel_normalization_and_regret(table, sensors, steps):
     bench = benchmarks.get("temperature-sensors", table=table)
-    assert bench.horizon == steps and bench.candidates.shape == (sensors, 1)
+    assert bench.horizon == steps - 1 and bench.candidates.shape == (sensors, 1)
     K = bench.arm_covariance
     assert K.shape == (sensors, sensors)
     np.testing.assert_array_equal(K, K.T)
@@ -186,7 +193,9 @@ def test_sensor_benchmark_kernel_normalization_and_regret(table, sensors, steps)
         celsius = bench.celsius_offset + bench.celsius_scale * bench.f(bench.candidates, t)
         np.testing.assert_allclose(celsius, test[:, int(t)], atol=1e-12)
     with pytest.raises(ValueError, match="horizon"):
-        benchmarks.get("temperature-sensors", table=table, horizon=steps + 1)
+        benchmarks.get("temperature-sensors", table=table, horizon=steps)
+    with pytest.raises(ValueError, match="finite"):
+        bench.f(bench.candidates, float("nan"))
     with pytest.raises(ValueError, match="table"):
         benchmarks.get("temperature-sensors", table="1h")
 
@@ -278,3 +287,42 @@ def test_sensors_suite_runs_end_to_end_from_the_cli():
     suite = benchmarks.suite("sensors")
     assert [e.label for e in suite.entries] == ["temperature-30min", "temperature-10min"]
     assert suite.entries[0].policy_options["r-gp-ucb"]["reset_every"] == 15
+
+
+def test_ridge_sandwich_width_uses_the_arms_prior_variance():
+    # with unit weights the sandwich width is the GP's posterior variance, whose prior
+    # part is K[a, a] (not the outputscale) under a given arm covariance
+    from dynbo.models import WeightedRidgeView
+
+    points, K = _arms(4, seed=2)
+    K = K + 3.0 * np.eye(4)
+    arms = ArmCovariance(torch.as_tensor(points / 3.0), torch.as_tensor(K))
+    spec = KernelSpec(dim=1, temporal=None, arms=arms)
+    gp = SpatioTemporalGP(spec, Hyperparameters(noise=0.01), standardize=False)
+    gp.set_data(torch.as_tensor(points[:3] / 3.0), torch.tensor([0.3, -0.2, 0.5]))
+    test = torch.as_tensor(points / 3.0)
+    _, variance = gp.predict(test, standardized=True)
+    _, sandwich = WeightedRidgeView(gp, "sandwich").predict(test)
+    np.testing.assert_allclose(sandwich.numpy(), variance.numpy(), rtol=1e-8, atol=1e-12)
+    assert variance[3] > 3.0  # the unobserved arm keeps most of its prior variance K[3, 3]
+
+
+def test_r_gp_ucb_estimates_epsilon_under_the_given_arm_covariance(monkeypatch):
+    from dynbo.models import gp as gp_module
+
+    cand, K = _arms()
+    policy = make("r-gp-ucb", bounds=[[0], [5]], candidates=cand, arm_covariance=K, seed=0)
+    seen = []
+    original = gp_module.SpatioTemporalGP.__init__
+
+    def spy(self, kernel, *args, **kwargs):
+        seen.append(kernel)
+        original(self, kernel, *args, **kwargs)
+
+    monkeypatch.setattr(gp_module.SpatioTemporalGP, "__init__", spy)
+    rng = np.random.default_rng(0)
+    for step in range(8):
+        query = policy.suggest(float(step))
+        policy.observe(query.x, query.t, float(rng.normal()))
+    estimates = [k for k in seen if k.temporal is not None]
+    assert estimates and all(k.arms is policy.kernel.arms for k in estimates)

@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib import resources
@@ -264,7 +265,7 @@ def fetch_raw(
             with gzip.open(partial, "rb") as check:
                 while check.read(1 << 20):
                     pass
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:
             raise ValueError(f"{url}: not a complete gzip file ({err})") from None
         os.replace(partial, target)
     finally:

@@ -421,8 +421,8 @@ def _sensors() -> Suite:
             "known kernel, the test days as the objective (normalized with the training mean "
             "and std), sigma^2 = 0.01, beta = 0.8 log(0.4 t), TV-GP-UCB eps = 0.03, R-GP-UCB "
             "N = 15, delta_B = 0.1, 20 seeds (noise and tie-breaking). Two tables: 50 sensors "
-            "at 30 min (3 training days, 2 test days, T = 96) and 52 motes at 10 min (day 1 "
-            "trains, day 2 tests, T = 144); the papers' 46-sensor, 8-day data are not "
+            "at 30 min (3 training days, 2 test days, T = 95) and 52 motes at 10 min (day 1 "
+            "trains, day 2 tests, T = 143); the papers' 46-sensor, 8-day data are not "
             "available offline."
         ),
     )

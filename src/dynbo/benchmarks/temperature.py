@@ -115,9 +115,10 @@ class TemperatureField(Benchmark):
     def sensor_values(self, t: float | np.ndarray) -> np.ndarray:
         """``v(t)``: each sensor's value, linear in time between bins: ``(m,)`` for a scalar
         ``t``, ``(k, m)`` for ``(k,)`` times (seconds; clamped to ``[0, T]``)."""
-        position = np.clip(np.asarray(t, dtype=float), 0.0, self.horizon) * (
-            (_DAY_BINS - 1) / self.horizon
-        )
+        times = np.asarray(t, dtype=float)
+        if not np.isfinite(times).all():
+            raise ValueError(f"temperature: t must be finite, got {t!r}")
+        position = np.clip(times, 0.0, self.horizon) * ((_DAY_BINS - 1) / self.horizon)
         low = np.minimum(np.floor(position).astype(int), _DAY_BINS - 2)
         weight = position - low
         return (1.0 - weight)[..., None] * self.values[:, low].T + weight[..., None] * (
@@ -158,7 +159,10 @@ class TemperatureSensors(Benchmark):
             ``"10min"`` (52 motes; day 1 trains, day 2 tests: 144 steps).
         noise_variance: ``sigma^2`` in normalized units (ET-GP-UCB Table 5: 0.01;
             Bogunovic et al. use 5 % of the signal variance).
-        horizon: steps to run (default and maximum: the test steps).
+        horizon: the last step ``T`` (default and maximum: the number of test steps minus
+            one). Step ``t`` reads test step ``floor(t)`` (0-based): the step clock's
+            queries at ``t = 1 .. T`` read test steps 1 to the last, and warm-up queries
+            (at ``t = 0``) the first.
     """
 
     name = "temperature-sensors"
@@ -191,11 +195,12 @@ class TemperatureSensors(Benchmark):
         sensors, steps = self.test.shape
         self.noise_variance = _non_negative("noise_variance", noise_variance, self.name)
         if horizon is None:
-            horizon = steps
+            horizon = steps - 1
         horizon = _positive("horizon", horizon, self.name)
-        if horizon > steps:
+        if horizon > steps - 1:
             raise ValueError(
-                f"temperature-sensors: horizon must be at most {steps} test steps, got {horizon!r}"
+                f"temperature-sensors: horizon must be at most {steps - 1} (the last of "
+                f"{steps} test steps, counted from 0), got {horizon!r}"
             )
         self.horizon = horizon
         self.dim = 1
@@ -205,7 +210,10 @@ class TemperatureSensors(Benchmark):
         self.arm_covariance = np.cov(train_normalized)
 
     def _steps(self, t: float | np.ndarray) -> np.ndarray:
-        return np.clip(np.floor(np.asarray(t, dtype=float)).astype(int), 0, self.test.shape[1] - 1)
+        times = np.asarray(t, dtype=float)
+        if not np.isfinite(times).all():
+            raise ValueError(f"temperature-sensors: t must be finite, got {t!r}")
+        return np.clip(np.floor(times).astype(int), 0, self.test.shape[1] - 1)
 
     def f(self, x: np.ndarray, t: float | np.ndarray) -> np.ndarray:
         """Normalized temperature of sensors ``round(x)`` (``(k, 1)`` or ``(1,)``) at step(s)

@@ -226,7 +226,8 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     options = dict(spec.policy_options)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)
-    if bench.arm_covariance is not None:
+    if bench.arm_covariance is not None and "candidates" not in spec.policy_options:
+        # a covariance over the benchmark's arms, unless the spec chose other candidates
         options.setdefault("arm_covariance", bench.arm_covariance)
     klass = policy_class(spec.policy)
     if klass.fixed_temporal_kernel is None:

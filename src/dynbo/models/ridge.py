@@ -102,7 +102,7 @@ class WeightedRidgeView:
         mean = cross @ gp.alpha
         squared = ridge_width(
             cross,
-            gp.hyperparameters.outputscale,
+            gp.prior_variance(flat),  # not the outputscale: k(x, x) varies over given arms
             gp.cholesky_factor,
             gp.noise_scale,
             gp.hyperparameters.noise,

@@ -116,7 +116,11 @@ class RGPUCB(Policy):
     def _estimate_epsilon(self) -> float:
         """Maximum-likelihood ``eps`` of TV-GP-UCB's model on the current dataset."""
         kernel = KernelSpec(
-            dim=self.dim, spatial=self.kernel.spatial, temporal="matern12", ard=self.kernel.ard
+            dim=self.dim,
+            spatial=self.kernel.spatial,
+            temporal="matern12",
+            ard=self.kernel.ard,
+            arms=self.kernel.arms,
         )
         low, high = self.epsilon_bounds
         start = self._estimate if self._estimate is not None else math.sqrt(low * high)
