@@ -245,3 +245,19 @@ def test_observe_adds_seeded_gaussian_noise():
     draws = np.array([bench.observe(x, t, np.random.default_rng(i)) for i in range(2000)])
     assert draws.mean() == pytest.approx(float(bench.f(x, t)), abs=0.05)
     assert draws.var() == pytest.approx(0.25, rel=0.1)
+
+
+def test_optimum_cache_returns_the_nearest_times_first_and_restarts_when_full():
+    from dynbo.benchmarks.search import OptimumCache
+
+    cache = OptimumCache(size=4)
+    assert cache.nearest(1.0, 2) == [] and cache.get(1.0) is None
+    for t in (5.0, 1.0, 3.0):
+        cache.put(t, np.array([t]), -t)
+    assert [t for t, _ in cache.nearest(2.9, 2)] == [3.0, 1.0]
+    assert cache.get(3.0)[1] == -3.0 and len(cache) == 3
+    cache.put(3.0, np.array([0.0]), 0.0)  # overwriting keeps one entry per time
+    assert len(cache) == 3 and [t for t, _ in cache.nearest(3.0, 5)] == [3.0, 1.0, 5.0]
+    cache.put(7.0, np.array([7.0]), -7.0)
+    cache.put(9.0, np.array([9.0]), -9.0)  # full: restarts with this entry only
+    assert len(cache) == 1 and [t for t, _ in cache.nearest(0.0, 3)] == [9.0]

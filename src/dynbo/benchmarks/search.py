@@ -20,6 +20,7 @@ so that boxes such as ``[-600, 600]^d`` are as well conditioned as ``[0, 1]^d``.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from scipy.stats import qmc
 
 __all__ = [
     "BoxSearchSettings",
+    "OptimumCache",
     "maximize_box",
     "maximize_interval",
     "polish",
@@ -41,6 +43,50 @@ ValueAndGradient = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 Values = Callable[[np.ndarray], np.ndarray]
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+class OptimumCache:
+    """The maximizers a benchmark found, per time stamp (bounded: cleared when full).
+
+    ``optimum(t)`` is asked once per query of a run, at increasing times; a search at a
+    new time starts from the maximizers of the nearest cached times (:meth:`nearest`).
+
+    Args:
+        size: entries kept before the cache restarts empty.
+    """
+
+    def __init__(self, size: int = 65_536) -> None:
+        self.size = size
+        self._entries: dict[float, tuple[np.ndarray, float]] = {}
+        self._times: list[float] = []  # sorted
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, t: float) -> tuple[np.ndarray, float] | None:
+        """``(x, value)`` stored at exactly ``t``, or ``None``."""
+        return self._entries.get(float(t))
+
+    def put(self, t: float, x: np.ndarray, value: float) -> None:
+        """Store ``(x, value)`` for time ``t``."""
+        key = float(t)
+        if len(self._entries) >= self.size:
+            self.clear()
+        if key not in self._entries:
+            bisect.insort(self._times, key)
+        self._entries[key] = (x, value)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        self._entries.clear()
+        self._times.clear()
+
+    def nearest(self, t: float, count: int) -> list[tuple[float, np.ndarray]]:
+        """Up to ``count`` ``(time, x)`` of the cached times nearest to ``t``, nearest first."""
+        position = bisect.bisect_left(self._times, t)
+        around = self._times[max(0, position - count) : position + count]
+        around = sorted(around, key=lambda other: abs(other - t))[:count]
+        return [(other, self._entries[other][0]) for other in around]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ found at the nearest cached times. Results are cached per time stamp.
 
 from __future__ import annotations
 
-import bisect
 import math
 from abc import abstractmethod
 
@@ -26,7 +25,12 @@ import numpy as np
 import scipy.optimize
 
 from dynbo.benchmarks.base import Benchmark
-from dynbo.benchmarks.search import BoxSearchSettings, maximize_box, maximize_interval
+from dynbo.benchmarks.search import (
+    BoxSearchSettings,
+    OptimumCache,
+    maximize_box,
+    maximize_interval,
+)
 
 __all__ = [
     "Ackley",
@@ -118,8 +122,7 @@ class TimeAsInputBenchmark(Benchmark):
         if cost < 0:
             raise ValueError(f"{self.name}: cost must be >= 0, got {cost!r}")
         self.cost = float(cost)
-        self._optimum_cache: dict[float, tuple[np.ndarray, float]] = {}
-        self._cached_times: list[float] = []
+        self._optima = OptimumCache(_OPTIMUM_CACHE_SIZE)
         if noise_variance is None:
             if self.bolt_noise_variance is not None:
                 noise_variance = self.bolt_noise_variance
@@ -176,31 +179,22 @@ class TimeAsInputBenchmark(Benchmark):
         cached times.
         """
         key = float(t)
-        hit = self._optimum_cache.get(key)
+        hit = self._optima.get(key)
         if hit is None:
             s = float(self.time_coordinate(key))
             x, g_min = self._minimize_slice(s, self._warm_starts(key))
             hit = (np.clip(np.asarray(x, dtype=float), self.bounds[0], self.bounds[1]), g_min)
-            if len(self._optimum_cache) >= _OPTIMUM_CACHE_SIZE:
-                self._optimum_cache.clear()
-                self._cached_times.clear()
-            self._optimum_cache[key] = hit
-            bisect.insort(self._cached_times, key)
+            self._optima.put(key, *hit)
         return hit[0].copy(), -hit[1]
 
     def clear_cache(self) -> None:
         """Forget every cached optimum (for timing a cold call)."""
-        self._optimum_cache.clear()
-        self._cached_times.clear()
+        self._optima.clear()
 
     def _warm_starts(self, t: float) -> np.ndarray | None:
         """Maximizers ``(k, d)`` already found at the cached times nearest to ``t``."""
-        if not self._cached_times:
-            return None
-        position = bisect.bisect_left(self._cached_times, t)
-        neighbours = self._cached_times[max(0, position - _WARM_STARTS) : position + _WARM_STARTS]
-        neighbours = sorted(neighbours, key=lambda other: abs(other - t))[:_WARM_STARTS]
-        return np.array([self._optimum_cache[other][0] for other in neighbours])
+        neighbours = self._optima.nearest(t, _WARM_STARTS)
+        return np.array([x for _, x in neighbours]) if neighbours else None
 
     def _structural_starts(self, s: float) -> np.ndarray | None:
         """Starts the structure of ``g`` suggests (e.g. bump centres), ``(k, d)`` or None."""

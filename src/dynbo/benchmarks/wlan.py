@@ -50,7 +50,6 @@ best corners of the box also start the search.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import math
 from dataclasses import dataclass, fields
@@ -58,7 +57,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from dynbo.benchmarks.base import Benchmark
-from dynbo.benchmarks.search import BoxSearchSettings, maximize_box
+from dynbo.benchmarks.search import BoxSearchSettings, OptimumCache, maximize_box
 
 try:  # a dependency of botorch; only used to keep BLAS to one thread during a search
     import threadpoolctl
@@ -303,8 +302,7 @@ class WLAN(Benchmark):
         else:
             corner_rng = np.random.default_rng(0)
             self._corner_signs = corner_rng.integers(0, 2, (2**_MAX_CORNER_DIM, self.dim))
-        self._optimum_cache: dict[float, tuple[np.ndarray, float]] = {}
-        self._cached_times: list[float] = []
+        self._optima = OptimumCache(_OPTIMUM_CACHE_SIZE)
 
     # ------------------------------------------------------------------ mobility
     def _draw_trajectories(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -497,35 +495,26 @@ class WLAN(Benchmark):
         cached per time stamp (bounded), so the harness may call this once per query.
         """
         key = float(t)
-        hit = self._optimum_cache.get(key)
+        hit = self._optima.get(key)
         if hit is None:
             with _one_blas_thread():
                 y, value = self._search(key, self._warm_starts(key))
             x = np.clip(10.0 ** (y / 10.0), self.bounds[0], self.bounds[1])
             hit = (x, float(self.f(x, key)))
-            if len(self._optimum_cache) >= _OPTIMUM_CACHE_SIZE:
-                self._optimum_cache.clear()
-                self._cached_times.clear()
-            self._optimum_cache[key] = hit
-            bisect.insort(self._cached_times, key)
+            self._optima.put(key, *hit)
         return hit[0].copy(), hit[1]
 
     def clear_cache(self) -> None:
         """Forget every cached optimum (for timing a cold call)."""
-        self._optimum_cache.clear()
-        self._cached_times.clear()
+        self._optima.clear()
 
     def _warm_starts(self, t: float) -> np.ndarray | None:
         """Maximizers ``(k, A)`` in dBm already found at the cached times nearest to ``t``."""
-        if not self._cached_times:
-            return None
-        position = bisect.bisect_left(self._cached_times, t)
-        neighbours = self._cached_times[max(0, position - _WARM_STARTS) : position + _WARM_STARTS]
-        neighbours = sorted(neighbours, key=lambda other: abs(other - t))[:_WARM_STARTS]
+        neighbours = self._optima.nearest(t, _WARM_STARTS)
         # Far from every cached time the old maximizers say little: search cold.
-        if abs(neighbours[0] - t) > self.warm_window:
+        if not neighbours or abs(neighbours[0][0] - t) > self.warm_window:
             return None
-        return 10.0 * np.log10(np.array([self._optimum_cache[other][0] for other in neighbours]))
+        return 10.0 * np.log10(np.array([x for _, x in neighbours]))
 
     def _search(self, t: float, warm_starts: np.ndarray | None) -> tuple[np.ndarray, float]:
         """``(y*, f*)``: best powers in dBm ``(A,)`` at time ``t`` and the best rate."""
