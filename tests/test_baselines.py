@@ -344,7 +344,16 @@ def test_theory_beta_schedules_are_eq_16_and_19():
 
 
 # ---------------------------------------------------------------- every policy
-BASELINES = ["tv-gp-ucb", "r-gp-ucb", "et-gp-ucb", "sw-gp-ucb", "br-gp-ucb", "w-gp-ucb"]
+BASELINES = [
+    "tv-gp-ucb",
+    "r-gp-ucb",
+    "et-gp-ucb",
+    "sw-gp-ucb",
+    "br-gp-ucb",
+    "w-gp-ucb",
+    "sparq-gp-ucb",
+    "w-sparq-gp-ucb",
+]
 
 
 @pytest.mark.parametrize("name", BASELINES)

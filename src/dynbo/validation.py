@@ -16,6 +16,8 @@ import numpy as np
 import torch
 
 __all__ = [
+    "plain_value",
+    "usable_device",
     "MAX_ABS_TIME",
     "boolean",
     "finite_number",
@@ -151,3 +153,46 @@ def max_abs_target(dtype: torch.dtype) -> float:
     ``1e36``, below float32's ``3.4e38``).
     """
     return 1e150 if dtype == torch.float64 else 1e18
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` as plain Python (lists, floats, str, dicts): how a policy records its options."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, torch.dtype):
+        return str(value).replace("torch.", "")
+    if isinstance(value, torch.device):
+        return str(value)
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    return value
+
+
+def usable_device(device: Any) -> torch.device:
+    """``device`` as a torch device on which a tensor can be allocated here.
+
+    Raises:
+        ValueError: for a malformed name, or a device this machine or PyTorch build
+            does not have (``"cuda"`` without CUDA says so).
+    """
+    if device is None or device == "":
+        return torch.device("cpu")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"invalid device {device!r}: {err}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available on this machine")
+    try:
+        torch.empty(1, device=parsed)
+    except (RuntimeError, AssertionError) as err:
+        raise ValueError(f"device {device!r} is not usable: {err}") from None
+    return parsed

@@ -23,11 +23,22 @@ __all__ = [
     "LogTimeBeta",
     "ConstantBeta",
     "InformationGainBeta",
+    "SparQBeta",
     "RGPUCBTheoryBeta",
     "TVGPUCBTheoryBeta",
     "make_beta_schedule",
     "UpperConfidenceBound",
 ]
+
+
+def _check_delta(delta: float) -> None:
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"beta schedule parameter delta must be in (0, 1), got {delta}")
+
+
+def _information_gain(gp: SpatioTemporalGP | None) -> float:
+    """The information gain of the data ``gp`` holds (0 without data)."""
+    return 0.0 if gp is None or gp.n == 0 else gp.information_gain()
 
 
 class BetaSchedule(Protocol):
@@ -117,13 +128,12 @@ class InformationGainBeta:
     delta: float = 0.1
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.delta < 1.0:
-            raise ValueError(f"beta schedule parameter delta must be in (0, 1), got {self.delta}")
+        _check_delta(self.delta)
 
     def __call__(
         self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
     ) -> float:
-        gain = 0.0 if gp is None or gp.n == 0 else gp.information_gain()
+        gain = _information_gain(gp)
         if self.R is not None:
             scale = self.R
         elif gp is not None:
@@ -134,6 +144,34 @@ class InformationGainBeta:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": "information_gain", "B": self.B, "R": self.R, "delta": self.delta}
+
+
+@dataclass(frozen=True)
+class SparQBeta:
+    """SparQ-GP-UCB's radius (Mauduit, Berthier & Simonetto, eq. 12), used as ``kappa``.
+
+    ``beta_t = sqrt(2 log(2 |Sigma_t + K_t|^{1/2} / (delta |Sigma_t|^{1/2}))) + B
+    = sqrt(2 ln(2 / delta) + log det(I + Sigma_t^{-1} K_t)) + B``, computed on the
+    regression set the model holds (``Sigma_t`` its per-observation noise variances, with
+    the uncertainty injection), i.e. ``sqrt(2 ln(2/delta) + 2 gamma) + B`` with ``gamma``
+    :meth:`SpatioTemporalGP.information_gain`. ``B`` bounds the RKHS norm of ``f_t``
+    (5 in the paper's synthetic benchmark); ``delta`` is not given by the paper (0.1).
+    """
+
+    B: float = 5.0
+    delta: float = 0.1
+
+    def __post_init__(self) -> None:
+        _check_delta(self.delta)
+
+    def __call__(
+        self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
+    ) -> float:
+        gain = _information_gain(gp)
+        return math.sqrt(2.0 * math.log(2.0 / self.delta) + 2.0 * gain) + self.B
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "sparq", "B": self.B, "delta": self.delta}
 
 
 def _theory_beta(t: int, dim: int, delta: float, a: float, b: float, r: float, tv: bool) -> float:
@@ -164,8 +202,7 @@ class RGPUCBTheoryBeta:
     r: float = 1.0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.delta < 1.0:
-            raise ValueError(f"beta schedule parameter delta must be in (0, 1), got {self.delta}")
+        _check_delta(self.delta)
         for name in ("a", "b", "r"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"beta schedule parameter {name} must be positive")
@@ -206,7 +243,8 @@ def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None)
     """Build a schedule from a schedule, a dict (``{"kind": ..., params}``), a name or a number.
 
     Names: ``"dataset_size"`` (default), ``"log_time"``, ``"constant"``,
-    ``"information_gain"``, ``"r_gp_ucb_theory"``, ``"tv_gp_ucb_theory"``; a number means
+    ``"information_gain"``, ``"r_gp_ucb_theory"``, ``"tv_gp_ucb_theory"``, ``"sparq"``; a
+    number means
     :class:`ConstantBeta`.
     """
     if spec is None:
@@ -253,6 +291,7 @@ _KINDS: dict[str, type] = {
     "information_gain": InformationGainBeta,
     "r_gp_ucb_theory": RGPUCBTheoryBeta,
     "tv_gp_ucb_theory": TVGPUCBTheoryBeta,
+    "sparq": SparQBeta,
 }
 
 

@@ -12,6 +12,13 @@ The loop follows the papers' protocol (``docs/harness.md``):
    look-ahead policy) and is evaluated there; the answer arrives ``c`` seconds later,
    at ``s_{k+1} = t_k + c``. A query that would land after the horizon is not made.
 3. Instantaneous regret ``r_k = max_x f(x, t_k) - f(x_k, t_k)`` with the noiseless ``f``.
+4. Additional queries (SparQ-GP-UCB's fresh evaluations at past inputs,
+   ``Query.additional``) are evaluated after the main answer, one after the other: under
+   the step clock all at ``t_k``; under the other clocks the ``j``-th (0-based) at
+   ``t_k + c + j c_a`` with ``c_a`` the protocol's ``additional_cost`` (default ``c``),
+   so that the next iteration starts at ``t_k + c + m c_a``. Those that would fall after
+   the horizon are not made. They count toward no regret; each record holds their
+   number (``additional_queries``) and their points, times and values (``extra``).
 
 Randomness: the warm-up design and the observation noise come from two NumPy streams
 derived from the run's seed; the policy is seeded with the same seed. With the modeled
@@ -77,6 +84,8 @@ class Protocol:
             (``None``, the default: run to the horizon). Smoke checks and demos use it
             to bound a run under the measured and wall clocks, whose iteration count
             otherwise depends on the machine.
+        additional_cost: seconds each additional query takes under the real-time clocks
+            (``None``, the default: the evaluation cost ``c``).
     """
 
     clock: str = "measured"
@@ -87,6 +96,7 @@ class Protocol:
     threads: int = 1
     cost: float | None = None
     max_iterations: int | None = None
+    additional_cost: float | None = None
 
     def __post_init__(self) -> None:
         if self.clock not in CLOCK_MODES:
@@ -107,6 +117,11 @@ class Protocol:
             raise ValueError(f"threads must be >= 1, got {self.threads!r}")
         if self.cost is not None and not (math.isfinite(self.cost) and self.cost >= 0):
             raise ValueError(f"cost must be a non-negative number, got {self.cost!r}")
+        extra = self.additional_cost
+        if extra is not None and not (
+            isinstance(extra, (int, float)) and math.isfinite(extra) and extra >= 0
+        ):
+            raise ValueError(f"additional_cost must be a non-negative number, got {extra!r}")
         cap = self.max_iterations
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise ValueError(f"max_iterations must be a positive integer, got {cap!r}")
@@ -124,6 +139,8 @@ class Protocol:
         if self.max_iterations is not None:
             # only when set: the runs stored before the option existed keep their ids
             values["max_iterations"] = self.max_iterations
+        if self.additional_cost is not None:
+            values["additional_cost"] = self.additional_cost
         return values
 
 
@@ -320,6 +337,7 @@ def execute(
         bench = benchmark if benchmark is not None else _make_benchmark(spec)
         horizon = float(protocol.horizon if protocol.horizon is not None else bench.horizon)
         cost = float(bench.cost if protocol.cost is None else protocol.cost)
+        additional_cost = cost if protocol.additional_cost is None else protocol.additional_cost
         design_rng = np.random.default_rng([int(spec.seed), 0])
         noise_rng = np.random.default_rng([int(spec.seed), 1])
         policy = make_run_policy(spec, bench, horizon)
@@ -339,6 +357,7 @@ def execute(
             start=1.0 if discrete else protocol.warmup_fraction * horizon,
         )
         pending: tuple[np.ndarray, float, float] | None = None
+        pending_additional: tuple[np.ndarray, list[float], list[float]] | None = None
         k = 0
         while True:
             s = clock.current()
@@ -349,6 +368,8 @@ def execute(
             work_start = time.perf_counter()
             if pending is not None:
                 policy.observe(*pending)
+            if pending_additional is not None:
+                policy.observe_additional(*pending_additional)
             size_before = policy.dataset_size
             query = policy.suggest(s)
             measured = time.perf_counter() - work_start
@@ -370,6 +391,23 @@ def execute(
             y = bench.observe(query.x, landing, noise_rng)
             diag = policy.diagnostics
             row = _row(k, False, s, landing, query.x, y, bench)
+            pending_additional = _evaluate_additional(
+                query.additional,
+                bench,
+                clock,
+                [landing] * len(query.additional)
+                if discrete
+                else [landing + cost + j * additional_cost for j in range(len(query.additional))],
+                horizon,
+                noise_rng,
+            )
+            made = 0 if pending_additional is None else len(pending_additional[1])
+            extra = dict(diag.extra)
+            if made:
+                xs, ts, ys = pending_additional  # type: ignore[misc]
+                extra["additional"] = [
+                    {"x": [float(v) for v in xs[j]], "t": ts[j], "y": ys[j]} for j in range(made)
+                ]
             virtual_split = protocol.clock in ("wall", "measured")
             row.update(
                 dataset_size=policy.dataset_size,
@@ -379,9 +417,9 @@ def execute(
                 cleaning_seconds=diag.cleaning_seconds if virtual_split else None,
                 removed=int(diag.removed),
                 reset=int(diag.reset),
-                additional_queries=int(diag.additional_queries),
+                additional_queries=made,
                 hyperparameters=to_json(diag.hyperparameters),
-                extra=to_json(diag.extra),
+                extra=to_json(extra),
             )
             iterations.append(row)
             timings.append(
@@ -401,11 +439,11 @@ def execute(
             if discrete:
                 clock.advance(1.0)
             elif protocol.clock == "wall":
-                # the answer arrives c after landing; the recording above is not the
-                # objective's time
-                clock.wait_until(landing + cost)
+                # the answer arrives c after landing (and the additional ones after it);
+                # the recording above is not the objective's time
+                clock.wait_until(landing + cost + made * additional_cost)
             else:
-                clock.advance(cost)
+                clock.advance(cost + made * additional_cost)
     except Exception as err:  # noqa: BLE001 - a failed run is data, not a crash
         status = "failed"
         error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
@@ -422,6 +460,36 @@ def execute(
     )
 
 
+def _evaluate_additional(
+    points: np.ndarray,
+    bench: Benchmark,
+    clock: Clock,
+    times: list[float],
+    horizon: float,
+    noise_rng: np.random.Generator,
+) -> tuple[np.ndarray, list[float], list[float]] | None:
+    """Evaluate a query's additional points at ``times`` (those before the horizon).
+
+    Under the wall clock each evaluation waits for its time. Returns ``(points, times,
+    values)`` of those made, or ``None`` when none was.
+    """
+    made_x, made_t, made_y = [], [], []
+    for point, when in zip(points, times):
+        if when > horizon:
+            break
+        if clock.mode == "wall":
+            clock.wait_until(when)
+        value = bench.observe(point, when, noise_rng)
+        if not math.isfinite(float(value)):
+            raise ValueError(f"the benchmark returned a non-finite observation at t = {when:g}")
+        made_x.append(np.asarray(point, dtype=float))
+        made_t.append(float(when))
+        made_y.append(float(value))
+    if not made_x:
+        return None
+    return np.stack(made_x), made_t, made_y
+
+
 def summarize(iterations: list[dict[str, Any]], horizon: float) -> dict[str, Any]:
     """The per-run metrics of the protocol from the iteration records.
 
@@ -431,8 +499,10 @@ def summarize(iterations: list[dict[str, Any]], horizon: float) -> dict[str, Any
     """
     loop = [r for r in iterations if not r["warmup"]]
     warm = [r for r in iterations if r["warmup"]]
+    additional = int(sum(r.get("additional_queries") or 0 for r in loop))
     out: dict[str, Any] = {
         "queries": len(loop),
+        "additional_queries": additional,
         "warmup_average_regret": float(np.mean([r["regret"] for r in warm])) if warm else None,
     }
     if not loop:

@@ -26,6 +26,7 @@ from dynbo.models.linalg import (
     CholeskyJitterWarning,
     cholesky_append,
     cholesky_delete,
+    cholesky_rank_one_update,
     robust_cholesky,
 )
 
@@ -201,7 +202,12 @@ class SpatioTemporalGP:
         self.refactorize()
 
     def set_noise_scale(self, noise_scale: torch.Tensor, *, refactorize: bool = True) -> None:
-        """Change every per-observation noise multiplier (refactorizes, O(n^3)).
+        """Change the per-observation noise multipliers.
+
+        Multipliers that did not change cost nothing. When the others all grew (the
+        uncertainty injection of UI-TVBO and SparQ only ever adds noise) and they are
+        fewer than ``n / 3``, the factor is updated by one O(n^2) rank-one update each
+        (``Delta + s e_i e_i^T``); otherwise it is refactorized, O(n^3).
 
         ``refactorize=False`` leaves the cached factor stale: only for a caller that sets
         the hyperparameters next (which refactorizes), such as a hyperparameter fit.
@@ -209,8 +215,20 @@ class SpatioTemporalGP:
         scale = self._as_vector(noise_scale, self.n, "noise_scale")
         if (scale <= 0).any():
             raise ValueError("noise_scale must be positive")
+        growth = (scale - self._noise_scale) * self._hyper.noise
+        changed = torch.nonzero(growth != 0).reshape(-1)
         self._noise_scale = scale
-        if refactorize:
+        if not refactorize or changed.numel() == 0:
+            return
+        if bool((growth[changed] > 0).all()) and 3 * changed.numel() < self.n:
+            factor = self._factor
+            for index in changed.tolist():
+                vector = torch.zeros(self.n, dtype=factor.dtype, device=factor.device)
+                vector[index] = growth[index].sqrt()
+                factor = cholesky_rank_one_update(factor, vector)
+            self._factor = factor
+            self._update_alpha()
+        else:
             self.refactorize()
 
     def set_hyperparameters(self, hyperparameters: Hyperparameters) -> None:

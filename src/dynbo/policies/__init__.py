@@ -19,6 +19,7 @@ from dynbo.policies.base import (
 from dynbo.policies.bolt import BOLT
 from dynbo.policies.gp_ucb import GPUCB, SpatioTemporalGPUCB
 from dynbo.policies.resetting import ETGPUCB, RGPUCB
+from dynbo.policies.sparq import SparQGPUCB, WSparQGPUCB
 from dynbo.policies.tv_gp_ucb import TVGPUCB
 from dynbo.policies.ui_tvbo import UITVBO
 from dynbo.policies.wdbo import WDBO
@@ -32,10 +33,12 @@ __all__ = [
     "GPUCB",
     "RGPUCB",
     "SWGPUCB",
+    "SparQGPUCB",
     "TVGPUCB",
     "UITVBO",
     "WDBO",
     "WGPUCB",
+    "WSparQGPUCB",
     "Dataset",
     "Diagnostics",
     "Policy",

@@ -49,6 +49,7 @@ from dynbo.models.kernel import (
     KernelSpec,
     as_temporal,
 )
+from dynbo.policies.additional import AdditionalRequests
 from dynbo.policies.domain import SearchDomain
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import STATE_FORMAT, check_state
@@ -57,8 +58,10 @@ from dynbo.validation import (
     boolean,
     finite_number,
     max_abs_target,
+    plain_value,
     positive_int,
     real_array,
+    usable_device,
 )
 
 __all__ = [
@@ -133,47 +136,20 @@ def policy_class(name: str) -> type[Policy]:
     return _REGISTRY[name]
 
 
-def _jsonable(value: Any) -> Any:
-    """Configuration values as plain Python (lists, floats, str, dicts)."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().tolist()
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, torch.dtype):
-        return str(value).replace("torch.", "")
-    if isinstance(value, torch.device):
-        return str(value)
-    if hasattr(value, "as_dict"):
-        return value.as_dict()
-    return value
-
-
-def _usable_device(device: Any) -> torch.device:
-    """``device`` as a torch device on which a tensor can be allocated here.
-
-    Raises:
-        ValueError: for a malformed name, or a device this machine or PyTorch build
-            does not have (``"cuda"`` without CUDA says so).
-    """
-    if device is None or device == "":
-        return torch.device("cpu")
+def _same(a: Any, b: Any) -> bool:
+    """Whether two fit inputs are the same: tensors by identity, other values by equality."""
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(u, v) for u, v in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as err:
-        raise ValueError(f"invalid device {device!r}: {err}") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: CUDA is not available on this machine")
-    try:
-        torch.empty(1, device=parsed)
-    except (RuntimeError, AssertionError) as err:
-        raise ValueError(f"device {device!r} is not usable: {err}") from None
-    return parsed
+        return bool(a == b)
+    except (TypeError, ValueError, RuntimeError):  # e.g. an array's elementwise ==
+        return False
 
 
 class Policy(ABC):
@@ -261,6 +237,11 @@ class Policy(ABC):
     accepts_arm_covariance: ClassVar[bool] = True
     #: ``min_fit_size`` when the option is not given.
     default_min_fit_size: ClassVar[int] = 1
+    #: the result of :meth:`refit` kept for the next ``suggest`` (``None``: none).
+    _early_fit: tuple[Any, ...] | None = None
+    #: whether ``beta`` is a confidence radius that multiplies ``sigma`` itself (the
+    #: kernel-ridge and SparQ families) rather than ``sqrt(beta)`` (see :meth:`kappa`).
+    beta_is_radius: ClassVar[bool] = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
         obj = super().__new__(cls)
@@ -271,7 +252,7 @@ class Policy(ABC):
             config["bounds"] = args[0]
             if len(args) > 1:
                 raise TypeError("policies take only `bounds` positionally")
-        obj._config = {k: _jsonable(v) for k, v in config.items()}
+        obj._config = {k: plain_value(v) for k, v in config.items()}
         return obj
 
     def __init__(
@@ -316,7 +297,7 @@ class Policy(ABC):
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = int(seed)
-        self.device = _usable_device(device)
+        self.device = usable_device(device)
         self.beta_schedule = make_beta_schedule(beta)
         self.search = BoxSearch(
             raw_samples=positive_int("raw_samples", raw_samples),
@@ -395,6 +376,7 @@ class Policy(ABC):
         self._last_suggest_time: float | None = None
         self._last_observe_time: float | None = None
         self._diagnostics: Diagnostics | None = None
+        self._requests = self._no_requests()
 
     # ================================================================== public API
     @property
@@ -460,6 +442,66 @@ class Policy(ABC):
             self._restore(snapshot)
             raise
 
+    def refit(self) -> bool:
+        """Fit the hyperparameters now, ahead of the next :meth:`suggest` (optional).
+
+        A service calls it after an ``observe``, while it waits for the next request, so
+        that the next ``suggest`` only cleans and maximizes the acquisition. The policy's
+        state (and :meth:`state_dict`) is left as it was: the fit's outcome is kept aside,
+        and the next ``suggest`` takes it when its own fit would start from exactly the
+        same inputs (the same GP, bounds, priors and starting values: no ``observe``, reset
+        or window drop in between); otherwise it fits as usual. Either way the suggestion
+        and the state after it are those without the call (diagnostics' ``fit_seconds``
+        then counts only the fit done inside ``suggest``).
+
+        Returns:
+            whether a fit ran (``False`` when the policy does not learn its
+            hyperparameters or holds fewer than ``min_fit_size`` observations).
+        """
+        self._early_fit = None
+        if not (self.learn_hyperparameters and self.dataset_size >= self.min_fit_size):
+            return False
+        inputs = self._fit_inputs()
+        snapshot = self._snapshot()
+        latest = max(
+            (v for v in (self._last_suggest_time, self._last_observe_time) if v is not None),
+            default=0.0,
+        )
+        try:
+            result = self._fit(latest)
+            before = snapshot[0]
+            changed = {
+                k: v for k, v in self.__dict__.items() if k not in before or before[k] is not v
+            }
+            after = (changed, dict(self._gp.__dict__), self._generator.get_state())
+        finally:
+            self._restore(snapshot)
+        self._early_fit = (inputs, result, after)
+        return True
+
+    def _fit_inputs(self) -> tuple[Any, ...]:
+        """What the next :meth:`_fit` starts from (a subclass whose fit reads more extends it)."""
+        return (
+            dict(self._gp.__dict__),
+            self.fit_bounds(),
+            self.priors(),
+            self._initial_hyperparameters(self._t),
+            self._fitted,
+            self.fit_iterations,
+        )
+
+    def _fit_or_reuse(self, t: float) -> FitResult:
+        """:meth:`_fit`, or the outcome of :meth:`refit` when it started from the same inputs."""
+        early, self._early_fit = self._early_fit, None
+        if early is None or not _same(early[0], self._fit_inputs()):
+            return self._fit(t)
+        _, result, (changed, gp_attributes, generator) = early
+        self.__dict__.update(changed)
+        self._gp.__dict__.clear()
+        self._gp.__dict__.update(gp_attributes)
+        self._generator.set_state(generator)
+        return result
+
     def _run_iteration(self, t: float) -> Query:
         diag = Diagnostics(iteration=self._iteration + 1, time=t)
         size_before = self.dataset_size
@@ -468,7 +510,7 @@ class Policy(ABC):
         self._prepare(t, diag)
         prepared = _time.perf_counter()
         if self.learn_hyperparameters and self.dataset_size >= self.min_fit_size:
-            diag.fit_evaluations = self._fit(t).evaluations
+            diag.fit_evaluations = self._fit_or_reuse(t).evaluations
         elif self.dataset_size > 0:
             # fixed hyperparameters: only the standardization follows the data
             self._restandardize()
@@ -476,6 +518,7 @@ class Policy(ABC):
         self._clean(t, diag)
         cleaned = _time.perf_counter()
         unit, query_time = self._acquire(t, diag)
+        additional = self._additional_queries(t, unit, diag)
         acquired = _time.perf_counter()
         diag.fit_seconds = fitted - prepared
         diag.cleaning_seconds = (cleaned - fitted) + (prepared - start)
@@ -487,7 +530,11 @@ class Policy(ABC):
         self._awaiting = (t, size_before, float(query_time))
         self._asked_size = None
         self._diagnostics = diag
-        return Query(x=self._domain.point_from_unit(unit), t=float(query_time))
+        diag.additional_queries = len(additional)
+        self._requests = AdditionalRequests(additional, self._domain.tolerance())
+        return Query(
+            x=self._domain.point_from_unit(unit), t=float(query_time), additional=additional.copy()
+        )
 
     def observe(self, x: Sequence[float] | np.ndarray, t: float, y: float) -> None:
         """Add the observation ``y = f(x, t) + noise``.
@@ -526,6 +573,68 @@ class Policy(ABC):
             if wanted <= asked or t > wanted:
                 self._delays.record(size, t - asked)
             self._awaiting = None
+
+    def observe_additional(
+        self,
+        x: Sequence[Sequence[float]] | np.ndarray,
+        t: float | Sequence[float] | np.ndarray,
+        y: Sequence[float] | np.ndarray,
+    ) -> None:
+        """Add the answers to the additional queries of the last ``suggest``.
+
+        Call it after ``suggest`` returned a non-empty ``Query.additional`` (the rows of
+        ``x`` are those points, in any order, each at most once; some may be left
+        unanswered) and before the next ``suggest``, typically after ``observe`` of the
+        main query.
+
+        Args:
+            x: ``(m, d)`` requested points.
+            t: the time of each evaluation: one number or ``(m,)`` non-decreasing
+                times, not before the latest time the policy has seen.
+            y: ``(m,)`` observed values.
+
+        Raises:
+            ValueError: a point that was not requested (or answered already), wrong
+                shapes, NaN/inf, ``|y|`` above the model's limit, or times out of order;
+                the policy is left unchanged.
+        """
+        points = real_array("x", x)
+        if points.ndim != 2 or points.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (m, {self.dim}), got {points.shape}")
+        m = points.shape[0]
+        rows = [self._domain.validate_point(p) for p in points]
+        times = real_array("t", t)
+        if times.ndim > 1 or times.size not in (1, m):
+            raise ValueError(f"t must be one time or have shape ({m},), got {times.shape}")
+        times = np.broadcast_to(times.reshape(-1), (m,))
+        times = [self._validate_time(v) for v in times]
+        values = real_array("y", y)
+        if values.shape != (m,):
+            raise ValueError(f"y must have shape ({m},), got {values.shape}")
+        values = [finite_number(f"y[{i}]", v) for i, v in enumerate(values)]
+        for i, v in enumerate(values):
+            if abs(v) > self._max_abs_target:
+                raise ValueError(f"y[{i}] = {v} is too large to model")
+        for i, when in enumerate(times):
+            if i > 0 and when < times[i - 1]:
+                raise ValueError(f"t must be non-decreasing, but t[{i}] < t[{i - 1}]")
+        if m == 0:
+            return
+        self._check_time_order("observe_additional", times[0])
+        indices = self._requests.match(points)
+        snapshot = self._snapshot()
+        try:
+            self._observe_additional(torch.stack(rows), torch.tensor(times), torch.tensor(values))
+            self._requests.mark(indices)
+        except BaseException:
+            self._restore(snapshot)
+            raise
+        if self._first_time is None:
+            self._first_time = times[0]
+        self._last_observe_time = times[-1]
+
+    def _no_requests(self) -> AdditionalRequests:
+        return AdditionalRequests(np.empty((0, self.dim)), self._domain.tolerance())
 
     @staticmethod
     def _validate_time(t: Any) -> float:
@@ -576,6 +685,18 @@ class Policy(ABC):
     def _observe(self, x: torch.Tensor, t: float, y: float) -> None:
         """Record an observation (default: append it)."""
         self._append(x, t, y)
+
+    def _additional_queries(self, t: float, unit: torch.Tensor, diag: Diagnostics) -> np.ndarray:
+        """After the acquisition: ``(m, d)`` past inputs (original units) to evaluate afresh.
+
+        ``unit`` is the chosen query (unit box). Default: none.
+        """
+        return np.empty((0, self.dim))
+
+    def _observe_additional(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> None:
+        """Record answers to additional queries: ``(m, d)`` points, ``(m,)`` times and values."""
+        for row in range(x.shape[0]):
+            self._append(x[row], float(t[row]), float(y[row]))
 
     def _gp_inputs(self, unit: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
         """GP input rows for unit-box points and their time stamps."""
@@ -661,10 +782,11 @@ class Policy(ABC):
     def kappa(self) -> float:
         """Multiplier of the posterior standard deviation: ``sqrt(beta)`` by default.
 
-        Policies whose ``beta`` is already a confidence radius (the kernel-ridge family)
-        return ``beta`` itself.
+        Policies whose ``beta`` is already a confidence radius (:attr:`beta_is_radius`:
+        the kernel-ridge and SparQ families) use ``beta`` itself.
         """
-        return math.sqrt(max(self.beta(), 0.0))
+        beta = max(self.beta(), 0.0)
+        return beta if self.beta_is_radius else math.sqrt(beta)
 
     def _acquisition_model(self) -> Any:
         """The model the UCB reads (default: the GP; a ridge view for the weighted family)."""
@@ -906,6 +1028,7 @@ class Policy(ABC):
             "diagnostics": None if self._diagnostics is None else self._diagnostics.as_dict(),
             "extra": self._extra_state(),
             "latency": {"delays": self._delays.state(), "awaiting": self._awaiting},
+            "additional": self._requests.state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -936,6 +1059,12 @@ class Policy(ABC):
             # states saved before latency-aware acquisition existed have no delays
             latency = state.get("latency") or {"delays": {}, "awaiting": None}
             self._delays = DurationTable.from_state(latency["delays"])
+            additional = state.get("additional")
+            self._requests = (
+                self._no_requests()
+                if additional is None
+                else AdditionalRequests.from_state(additional, self._domain.tolerance())
+            )
             awaiting = latency["awaiting"]
             self._awaiting = (
                 None

@@ -18,10 +18,20 @@ class Query:
         x: ``(d,)`` point in the original domain.
         t: time at which to evaluate it (the ``t`` given to ``suggest`` unless the
             policy looks ahead, like ABO).
+        additional: ``(m, d)`` past inputs the policy also asks to have evaluated
+            afresh, after ``x``, at the current time (SparQ-GP-UCB's "expert" queries);
+            their answers go to ``policy.observe_additional``. ``m = 0`` (the default)
+            for every policy that makes none.
     """
 
     x: np.ndarray
     t: float
+    additional: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.additional is None:
+            dim = int(np.asarray(self.x).reshape(-1).shape[0])
+            object.__setattr__(self, "additional", np.empty((0, dim)))
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class KernelRidgePolicy(Policy):
 
     models_time = False
     default_min_fit_size = 5
+    beta_is_radius = True
 
     def __init__(
         self,
@@ -74,10 +75,6 @@ class KernelRidgePolicy(Policy):
         if beta is None:
             beta = {"kind": "information_gain"}
         super().__init__(bounds, beta=make_beta_schedule(beta), **kwargs)
-
-    def kappa(self) -> float:
-        """``beta`` itself: the schedules of this family are confidence radii."""
-        return max(self.beta(), 0.0)
 
 
 @register
