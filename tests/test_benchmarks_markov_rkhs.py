@@ -165,3 +165,21 @@ def test_rkhs_optimum_against_a_dense_grid_and_random_queries():
         assert f_star >= np.max(bench.f(grid, np.full(len(grid), t))) - 1e-12
         x = rng.uniform(-50, 50, size=(1000, 1))
         assert np.all(f_star - bench.f(x, t) >= -1e-12)
+
+
+def test_rkhs_grid_option_is_the_feasible_set_and_its_best_point_the_optimum():
+    from dynbo.benchmarks.rkhs import DriftingRKHS
+
+    bench = DriftingRKHS(grid_points=101)
+    assert bench.candidates.shape == (101, 1)
+    assert bench.candidates[0, 0] == -50.0 and bench.candidates[-1, 0] == 50.0
+    for t in (1.0, 17.0, 250.0):
+        x, value = bench.optimum(t)
+        values = bench.f(bench.candidates, t)
+        assert value == pytest.approx(values.max(), abs=1e-12)
+        assert x[0] in bench.candidates[:, 0]
+        # the interval's optimum is at least as high
+        assert DriftingRKHS().optimum(t)[1] >= value - 1e-12
+    for bad in (1, 2.5, True):
+        with pytest.raises(ValueError, match="grid_points"):
+            DriftingRKHS(grid_points=bad)

@@ -80,6 +80,7 @@ _PROTOCOL_KEYS = {
     "threads",
     "cost",
     "max_iterations",
+    "additional_cost",
 }
 
 
@@ -288,7 +289,7 @@ def _make_protocol(values: dict[str, Any]) -> Protocol:
                 "response_time must be 4 cubic coefficients [c0, c1, c2, c3] (seconds) "
                 f"or 'calibrated', got {response!r}"
             )
-    for key in ("horizon", "warmup_fraction", "cost"):
+    for key in ("horizon", "warmup_fraction", "cost", "additional_cost"):
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ValueError(f"{key} must be a number, got {value!r}")
@@ -306,7 +307,7 @@ def _make_protocol(values: dict[str, Any]) -> Protocol:
         values["response_time"] = tuple(float(c) for c in response)
     else:
         values.pop("response_time", None)
-    for key in ("horizon", "warmup_fraction", "cost"):
+    for key in ("horizon", "warmup_fraction", "cost", "additional_cost"):
         if key in values and values[key] is not None:
             values[key] = float(values[key])
     return Protocol(**values)
