@@ -7,6 +7,14 @@ import torch
 from dynbo.policies import make
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def moving_peak(x, t):
     c = np.array([0.5 + 0.3 * np.sin(t / 10), 0.5])
     return -float(np.sum((np.asarray(x) - c) ** 2))
@@ -35,7 +43,7 @@ def without_timings(state):
     return state
 
 
-def session(name, early, steps=8, **options):
+def session(name, early, steps=6, **options):
     """Suggest/observe ``steps`` times; with ``early``, refit after every observe."""
     policy = make(
         name,

@@ -8,6 +8,7 @@
     dynbo export --store results/quick.sqlite --format parquet --out results/quick
     dynbo report results/quick.sqlite --out results/quick-report
     dynbo show results/quick.sqlite [--campaign ID] [--format markdown]
+    dynbo serve --store results/serve.sqlite --port 8000 [--host 0.0.0.0 --token TOKEN]
 
 Bad arguments end with one line on stderr (``dynbo: error: ...``) and exit status 2; an
 interrupt (Ctrl-C) with one line and exit status 130.
@@ -296,7 +297,46 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("name", choices=["intel-lab"], help="the data set")
     data.add_argument("--data-dir", help="cache directory")
     data.add_argument("--url", help="download from here instead of the data set's home page")
+    server = add(
+        "serve",
+        "an HTTP/JSON ask/tell service for live systems (crash-safe)",
+        "Serve studies over HTTP/JSON (FastAPI on uvicorn: pip install 'dynbo[serve]'): "
+        "create, suggest, observe, history (JSON, CSV), GET /openapi.json, and a dashboard "
+        "at /. Every accepted observation is committed to the store before it is answered; "
+        "after a crash, a restart rebuilds every study exactly. Binding to an address that "
+        "is not loopback requires --token. See docs/live.md.",
+    )
+    server.add_argument("--store", default="results/serve.sqlite", help="service store (SQLite)")
+    server.add_argument("--host", default="127.0.0.1", help="address to bind")
+    server.add_argument("--port", type=_port, default=8000, help="TCP port")
+    server.add_argument(
+        "--token", help="bearer token every request must carry (default: $DYNBO_TOKEN)"
+    )
+    server.add_argument(
+        "--checkpoint-every",
+        type=_positive_int,
+        default=10,
+        help="checkpoint a study's policy state every N observations (and at shutdown)",
+    )
+    server.add_argument(
+        "--no-refit",
+        action="store_true",
+        help="do not refit the hyperparameters in the background after an observation",
+    )
+    server.add_argument(
+        "--workers", type=_positive_int, default=4, help="threads running the studies' policies"
+    )
+    server.add_argument(
+        "--max-body", type=_positive_int, default=1 << 20, help="largest request body (bytes)"
+    )
     return parser
+
+
+def _port(text: str) -> int:
+    value = _non_negative_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {text!r}")
+    return value
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
@@ -646,6 +686,40 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if outcome.failed == 0 else 1
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import importlib.util
+    import ipaddress
+    import os
+
+    token = args.token if args.token is not None else os.environ.get("DYNBO_TOKEN") or None
+    if token is not None and not token.strip():
+        raise CliError("--token must not be empty")
+    try:
+        loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and token is None:
+        raise CliError(
+            f"binding to {args.host} (not a loopback address) requires --token (or DYNBO_TOKEN)"
+        )
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliError(f"dynbo serve needs {' and '.join(missing)}: pip install 'dynbo[serve]'")
+    from dynbo.service.app import serve
+
+    serve(
+        args.store,
+        host=args.host,
+        port=args.port,
+        token=token,
+        checkpoint_every=args.checkpoint_every,
+        refit=not args.no_refit,
+        workers=args.workers,
+        max_body=args.max_body,
+    )
+    return 0
+
+
 _COMMANDS = {
     "run": _cmd_run,
     "bench": _cmd_bench,
@@ -657,6 +731,7 @@ _COMMANDS = {
     "theory": _cmd_theory,
     "reproduce": _cmd_reproduce,
     "data": _cmd_data,
+    "serve": _cmd_serve,
 }
 
 

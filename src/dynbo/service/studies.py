@@ -1,0 +1,746 @@
+"""The study manager: one policy per study, its event log, checkpoints and rebuilds.
+
+Every method is synchronous and thread-safe: calls on one study are serialized by the
+study's lock (the algorithms are sequential), calls on different studies may run at
+once in different threads. The HTTP layer (:mod:`dynbo.service.app`) runs them in a
+thread pool.
+
+Crash safety. An accepted ``suggest`` or ``observe`` is applied to the policy (which
+validates it and changes nothing if it is rejected), then committed to the store as one
+event, and only then answered. A study is rebuilt, after a restart or a failed commit, as
+``Policy.from_state_dict(checkpoint)`` followed by every event after the checkpoint in
+order: each ``suggest`` again at the time it was asked (the acquisition draws from the
+policy's random stream, so the suggestions are replayed too) and each ``observe``. The
+rebuilt policy is the one an uninterrupted server holds: same data, hyperparameters and
+random stream, so its next suggestion is the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dynbo.policies import Policy, available, make, option_defaults, policy_class
+from dynbo.service.storage import Event, ServiceStore, StudyRecord, plain
+
+__all__ = [
+    "CLOCKS",
+    "Conflict",
+    "Invalid",
+    "NotFound",
+    "ServiceError",
+    "StudyManager",
+    "Unavailable",
+]
+
+log = logging.getLogger("dynbo.service")
+
+#: ``wall``: ``t`` is the server's clock, seconds since the study was created;
+#: ``client``: the client gives every time.
+CLOCKS = ("wall", "client")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_DIM = 64
+MAX_KEY_LENGTH = 200
+#: ceilings on the options that size a policy's work, so that a request cannot ask a
+#: server for unbounded memory or time.
+OPTION_LIMITS = {
+    "raw_samples": 65_536,
+    "restarts": 256,
+    "acquisition_iterations": 10_000,
+    "fit_iterations": 10_000,
+}
+#: options a study takes as fields of its own, not as policy options.
+RESERVED_OPTIONS = ("bounds", "seed")
+
+
+class ServiceError(Exception):
+    """A request the service refuses; ``status`` is its HTTP status."""
+
+    status = 400
+
+
+class NotFound(ServiceError):
+    status = 404
+
+
+class Conflict(ServiceError):
+    status = 409
+
+
+class Invalid(ServiceError):
+    status = 422
+
+
+class Unavailable(ServiceError):
+    status = 503
+
+
+@dataclass
+class QueryRecord:
+    """A query the service returned: ``x`` ``(d,)``, ``t``, ``additional`` ``(m, d)``."""
+
+    query_id: int
+    x: list[float]
+    t: float
+    asked_t: float
+    additional: list[list[float]]
+    answered: bool = False
+
+    def response(self, study: str, *, repeated: bool) -> dict[str, Any]:
+        return {
+            "study": study,
+            "query_id": self.query_id,
+            "x": self.x,
+            "t": self.t,
+            "additional": self.additional,
+            "repeated": repeated,
+        }
+
+
+@dataclass
+class _Study:
+    record: StudyRecord
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    policy: Policy | None = None
+    deleted: bool = False
+    seq: int = 0
+    checkpoint_seq: int = 0
+    suggestions: int = 0
+    observations: int = 0
+    observations_at_checkpoint: int = 0
+    queries: dict[int, QueryRecord] = field(default_factory=dict)
+    pending: int | None = None
+    last_time: float | None = None
+    replay_mismatches: int = 0
+    last_suggest_seconds: float | None = None
+    last_refit_seconds: float | None = None
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise Invalid(
+            f"invalid study name {name!r}: 1 to 64 characters, letters, digits, '_', '.', "
+            "'-', starting with a letter or digit"
+        )
+    return name
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise Invalid(f"{name} must be finite, got {value}")
+    return value
+
+
+def _point(name: str, value: Any, dim: int) -> list[float]:
+    if not isinstance(value, (list, tuple)) or len(value) != dim:
+        raise Invalid(f"{name} must be a list of {dim} numbers, got {value!r}")
+    return [_finite(f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
+def validate_study(
+    name: Any, policy: Any, bounds: Any, options: Any, seed: Any, clock: Any
+) -> tuple[str, str, list[list[float]], dict[str, Any], int, str]:
+    """Check a study's fields before any policy is built (:class:`Invalid` names the problem)."""
+    name = _check_name(name)
+    if not isinstance(policy, str) or policy not in available():
+        raise Invalid(f"unknown policy {policy!r}; available: {', '.join(available())}")
+    if (
+        not isinstance(bounds, (list, tuple))
+        or len(bounds) != 2
+        or not all(isinstance(b, (list, tuple)) for b in bounds)
+        or len(bounds[0]) != len(bounds[1])
+        or not 1 <= len(bounds[0]) <= MAX_DIM
+    ):
+        raise Invalid(f"bounds must be [[lower...], [upper...]] with 1 to {MAX_DIM} dimensions")
+    dim = len(bounds[0])
+    lower = _point("bounds[0]", bounds[0], dim)
+    upper = _point("bounds[1]", bounds[1], dim)
+    if any(lo >= hi for lo, hi in zip(lower, upper)):
+        raise Invalid("bounds: every lower bound must be below its upper bound")
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise Invalid(f"options must be a JSON object, got {options!r}")
+    options = dict(options)
+    reserved = sorted(set(options) & set(RESERVED_OPTIONS))
+    if reserved:
+        raise Invalid(f"give {', '.join(reserved)} as the study's own field(s), not as options")
+    accepted = option_defaults(policy_class(policy))
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise Invalid(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for policy {policy!r}; "
+            f"its options: {', '.join(sorted(k for k in accepted if k not in RESERVED_OPTIONS))}"
+        )
+    for key, ceiling in OPTION_LIMITS.items():
+        value = options.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > ceiling:
+            raise Invalid(f"option {key} = {value} is above the service's limit {ceiling}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise Invalid(f"seed must be a non-negative integer, got {seed!r}")
+    if clock not in CLOCKS:
+        raise Invalid(f"clock must be one of {CLOCKS}, got {clock!r}")
+    return name, policy, [lower, upper], options, seed, clock
+
+
+class StudyManager:
+    """The studies of one service store (see the module docstring).
+
+    Args:
+        store: the service's SQLite file (:class:`ServiceStore`).
+        checkpoint_every: checkpoint a study's ``state_dict`` after this many observations
+            (in :meth:`background`; also :meth:`checkpoint_all` at shutdown).
+        refit: let :meth:`background` refit the hyperparameters after an observation
+            (``Policy.refit``), so that the next ``suggest`` only cleans and acquires.
+        clock: the wall clock, Unix seconds (for tests).
+    """
+
+    def __init__(
+        self,
+        store: ServiceStore,
+        *,
+        checkpoint_every: int = 10,
+        refit: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(checkpoint_every, bool) or int(checkpoint_every) < 1:
+            raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every}")
+        self.store = store
+        self.checkpoint_every = int(checkpoint_every)
+        self.refit = bool(refit)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._studies: dict[str, _Study] = {}
+
+    # ================================================================== studies
+    def create(
+        self,
+        name: str,
+        policy: str,
+        bounds: Sequence[Sequence[float]],
+        *,
+        options: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        clock: str = "wall",
+    ) -> dict[str, Any]:
+        """Create a study and its policy.
+
+        Args:
+            name: letters, digits, ``_ . -`` (64 at most).
+            policy: a registered policy name (``dynbo list policies``).
+            bounds: ``(2, d)`` the search box, original units.
+            options: the policy's keyword options (JSON values).
+            seed: the policy's random seed.
+            clock: ``"wall"`` (the server's clock, seconds since the creation) or
+                ``"client"`` (every ``suggest`` and ``observe`` gives its time).
+
+        Raises:
+            Invalid: a bad name, bounds, option or value (the policy's own message).
+            Conflict: a study of that name exists.
+        """
+        name, policy, bounds, options, seed, clock = validate_study(
+            name, policy, bounds, options, seed, clock
+        )
+        try:
+            instance = make(policy, bounds=bounds, seed=seed, **options)
+        except (ValueError, TypeError) as err:
+            raise Invalid(f"policy {policy!r}: {err}") from None
+        record = StudyRecord(name, policy, bounds, plain(options), seed, clock, self._clock())
+        with self._lock:
+            if name in self._studies and not self._studies[name].deleted:
+                raise Conflict(f"a study named {name!r} exists already")
+            try:
+                self.store.create_study(record)
+            except ValueError as err:
+                raise Conflict(str(err)) from None
+            study = _Study(record=record, policy=instance)
+            self._studies[name] = study
+        with study.lock:
+            return self._info(study)
+
+    def delete(self, name: str) -> None:
+        """Delete a study, its log and checkpoint (:class:`NotFound` if there is none)."""
+        study = self._entry(name)
+        with study.lock:
+            self._check_alive(study)
+            self.store.delete_study(study.record.name)
+            study.deleted = True
+            study.policy = None
+        with self._lock:
+            if self._studies.get(name) is study:
+                del self._studies[name]
+
+    def studies(self) -> list[dict[str, Any]]:
+        """Every study: its record, counts and last dataset size (read from the store)."""
+        summaries = self.store.summaries()
+        out = []
+        for record in self.store.studies():
+            counts = summaries.get(
+                record.name, {"suggestions": 0, "observations": 0, "events": 0, "dataset_size": 0}
+            )
+            out.append({**record.as_dict(), **counts})
+        return out
+
+    def info(self, name: str) -> dict[str, Any]:
+        """A study: record, counts, pending query, hyperparameters and last diagnostics."""
+        study = self._loaded(name)
+        try:
+            return self._info(study)
+        finally:
+            study.lock.release()
+
+    def _info(self, study: _Study) -> dict[str, Any]:
+        policy = study.policy
+        assert policy is not None
+        diag = policy.diagnostics
+        pending = study.queries.get(study.pending) if study.pending is not None else None
+        return plain(
+            {
+                **study.record.as_dict(),
+                "dataset_size": policy.dataset_size,
+                "suggestions": study.suggestions,
+                "observations": study.observations,
+                "events": study.seq,
+                "last_time": study.last_time,
+                "pending": None
+                if pending is None
+                else pending.response(study.record.name, repeated=True),
+                "hyperparameters": policy.hyperparameters.as_dict(),
+                "diagnostics": None if diag is None else diag.as_dict(),
+                "checkpoint_seq": study.checkpoint_seq,
+                "replay_mismatches": study.replay_mismatches,
+                "last_suggest_seconds": study.last_suggest_seconds,
+                "last_refit_seconds": study.last_refit_seconds,
+            }
+        )
+
+    def dataset(self, name: str) -> dict[str, Any]:
+        """The observations the policy keeps now: ``x`` ``(n, d)``, ``t`` and ``y`` ``(n,)``."""
+        study = self._loaded(name)
+        try:
+            assert study.policy is not None
+            data = study.policy.dataset
+            return plain({"study": name, "x": data.x, "t": data.t, "y": data.y})
+        finally:
+            study.lock.release()
+
+    def history(self, name: str, limit: int | None = None) -> list[Event]:
+        """Every logged event of a study in order (the newest ``limit`` if given)."""
+        _check_name(name)
+        if self.store.study(name) is None:
+            raise NotFound(f"no study named {name!r}")
+        return self.store.events(name, limit=limit)
+
+    def policy_state(self, name: str) -> dict[str, Any]:
+        """The study's current ``Policy.state_dict()`` (for tests and inspection)."""
+        study = self._loaded(name)
+        try:
+            assert study.policy is not None
+            return study.policy.state_dict()
+        finally:
+            study.lock.release()
+
+    # ================================================================== ask / tell
+    def suggest(
+        self, name: str, t: float | None = None, *, replace: bool = False
+    ) -> dict[str, Any]:
+        """The study's next query: ``{"query_id", "x", "t", "additional", "repeated"}``.
+
+        While a query is pending (returned, not answered), it is returned again
+        (``"repeated": true``) unless ``replace``, which asks the policy afresh.
+
+        Args:
+            t: the time, required with the client's clock and refused with the wall
+                clock (then: seconds since the study was created, never before the
+                latest time seen).
+
+        Raises:
+            Invalid: a missing, extra or non-finite ``t``, or one before the latest time
+                the study has seen; nothing changes.
+        """
+        study = self._loaded(name)
+        try:
+            if study.pending is not None and not replace:
+                return study.queries[study.pending].response(name, repeated=True)
+            asked = self._time(study, t, "suggest")
+            policy = study.policy
+            assert policy is not None
+            start = time.perf_counter()
+            try:
+                query = policy.suggest(asked)
+            except ValueError as err:
+                raise Invalid(str(err)) from None
+            seconds = time.perf_counter() - start
+            additional = np.asarray(getattr(query, "additional", np.empty((0, policy.dim))))
+            record = QueryRecord(
+                query_id=study.suggestions + 1,
+                x=plain(np.asarray(query.x, dtype=float)),
+                t=float(query.t),
+                asked_t=asked,
+                additional=plain(additional.reshape(-1, policy.dim)),
+            )
+            diag = policy.diagnostics
+            self._commit(
+                study,
+                kind="suggest",
+                query_id=record.query_id,
+                asked_t=asked,
+                x=record.x,
+                t=record.t,
+                additional=record.additional,
+                dataset_size=policy.dataset_size,
+                seconds=seconds,
+                diagnostics=None if diag is None else diag.as_dict(),
+            )
+            study.suggestions += 1
+            study.queries[record.query_id] = record
+            study.pending = record.query_id
+            study.last_time = asked if study.last_time is None else max(study.last_time, asked)
+            study.last_suggest_seconds = seconds
+            return record.response(name, repeated=False)
+        finally:
+            study.lock.release()
+
+    def observe(
+        self,
+        name: str,
+        y: float,
+        *,
+        query_id: int | None = None,
+        x: Sequence[float] | None = None,
+        t: float | None = None,
+        additional: Sequence[Mapping[str, Any]] = (),
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Record ``y = f(x, t)``: the answer to query ``query_id``, or a free observation.
+
+        Args:
+            y: the observed value.
+            query_id: the query answered (its ``x``; ``t`` defaults to its ``t``).
+            x: ``(d,)`` the point (required without ``query_id``; with it, it must be
+                the query's point).
+            t: the time of the evaluation (required without ``query_id`` with the
+                client's clock; the server's now with the wall clock).
+            additional: answers to the query's additional points,
+                ``[{"x": (d,), "y": .., "t": ..}]`` (``t`` defaults to the main ``t``),
+                given to ``policy.observe_additional``.
+            key: the client's idempotency key: a repeated key is answered with the
+                first response (``"repeated": true``) and records nothing.
+
+        Returns:
+            ``{"study", "seq", "observation", "query_id", "x", "t", "y", "additional",
+            "dataset_size", "repeated"}``.
+
+        Raises:
+            NotFound: an unknown query id. Conflict: a query answered already.
+            Invalid: NaN/inf, a wrong shape, a point outside the bounds, a time before
+                the latest one, additional answers the policy refuses. Nothing changes.
+        """
+        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH):
+            raise Invalid(f"the idempotency key must be 1 to {MAX_KEY_LENGTH} characters")
+        study = self._loaded(name)
+        try:
+            if key is not None:
+                previous = self.store.event_by_key(name, key)
+                if previous is not None and previous.response is not None:
+                    return {**previous.response, "repeated": True}
+            policy = study.policy
+            assert policy is not None
+            dim = policy.dim
+            value = _finite("y", y)
+            query: QueryRecord | None = None
+            if query_id is not None:
+                if isinstance(query_id, bool) or not isinstance(query_id, int):
+                    raise Invalid(f"query_id must be an integer, got {query_id!r}")
+                query = study.queries.get(query_id)
+                if query is None:
+                    raise NotFound(f"study {name!r} has no query {query_id}")
+                if query.answered:
+                    raise Conflict(f"query {query_id} of study {name!r} was answered already")
+                if x is not None:
+                    given = np.asarray(_point("x", x, dim))
+                    width = np.asarray(study.record.bounds[1]) - np.asarray(study.record.bounds[0])
+                    if np.any(np.abs(given - np.asarray(query.x)) > 1e-9 * width):
+                        raise Invalid(f"x {x} is not the point of query {query_id} ({query.x})")
+                point = list(query.x)
+                when = query.t if t is None else self._time(study, t, "observe")
+            else:
+                if x is None:
+                    raise Invalid("x is required for an observation that answers no query_id")
+                point = _point("x", x, dim)
+                when = self._time(study, t, "observe")
+            answers = self._additional(additional, dim, when)
+            snapshot = policy.state_dict() if answers else None
+            start = time.perf_counter()
+            try:
+                policy.observe(np.asarray(point), when, value)
+                if answers:
+                    if not hasattr(policy, "observe_additional"):
+                        raise ValueError(
+                            f"policy {study.record.policy!r} takes no additional observations"
+                        )
+                    policy.observe_additional(
+                        np.asarray([a["x"] for a in answers]).reshape(-1, dim),
+                        np.asarray([a["t"] for a in answers]),
+                        np.asarray([a["y"] for a in answers]),
+                    )
+            except BaseException as err:
+                if snapshot is not None:  # observe took, its additional answers did not
+                    policy.load_state_dict(snapshot)
+                if isinstance(err, ValueError):
+                    raise Invalid(str(err)) from None
+                raise
+            seconds = time.perf_counter() - start
+            seq = study.seq + 1
+            response = {
+                "study": name,
+                "seq": seq,
+                "observation": study.observations + 1,
+                "query_id": query_id,
+                "x": point,
+                "t": when,
+                "y": value,
+                "additional": len(answers),
+                "dataset_size": policy.dataset_size,
+                "repeated": False,
+            }
+            self._commit(
+                study,
+                kind="observe",
+                query_id=query_id,
+                x=point,
+                t=when,
+                y=value,
+                additional=answers,
+                idempotency_key=key,
+                response=response,
+                dataset_size=policy.dataset_size,
+                seconds=seconds,
+            )
+            study.observations += 1
+            if query is not None:
+                query.answered = True
+                if study.pending == query.query_id:
+                    study.pending = None
+            times = [when, *(a["t"] for a in answers)]
+            if study.last_time is not None:
+                times.append(study.last_time)
+            study.last_time = max(times)
+            return response
+        finally:
+            study.lock.release()
+
+    def _additional(
+        self, additional: Sequence[Mapping[str, Any]] | None, dim: int, default_t: float
+    ) -> list[dict[str, Any]]:
+        if not additional:
+            return []
+        if not isinstance(additional, (list, tuple)):
+            raise Invalid("additional must be a list of {x, y, t} objects")
+        out = []
+        for i, item in enumerate(additional):
+            if not isinstance(item, Mapping) or "x" not in item or "y" not in item:
+                raise Invalid(f"additional[{i}] must be an object with x and y (and t)")
+            when = item.get("t")
+            out.append(
+                {
+                    "x": _point(f"additional[{i}].x", item["x"], dim),
+                    "y": _finite(f"additional[{i}].y", item["y"]),
+                    "t": default_t if when is None else _finite(f"additional[{i}].t", when),
+                }
+            )
+        return out
+
+    def background(self, name: str) -> dict[str, Any]:
+        """After an observation: checkpoint when due, then refit ahead (if enabled).
+
+        Returns ``{"checkpoint": bool, "refit": bool}`` (nothing for a study that is
+        gone or not loaded).
+        """
+        with self._lock:
+            study = self._studies.get(name)
+        done = {"checkpoint": False, "refit": False}
+        if study is None:
+            return done
+        with study.lock:
+            if study.deleted or study.policy is None:
+                return done
+            if study.observations - study.observations_at_checkpoint >= self.checkpoint_every:
+                self._checkpoint(study)
+                done["checkpoint"] = True
+            if self.refit and hasattr(study.policy, "refit"):
+                start = time.perf_counter()
+                done["refit"] = bool(study.policy.refit())
+                if done["refit"]:
+                    study.last_refit_seconds = time.perf_counter() - start
+        return done
+
+    def checkpoint(self, name: str) -> None:
+        """Checkpoint one study now."""
+        study = self._loaded(name)
+        try:
+            self._checkpoint(study)
+        finally:
+            study.lock.release()
+
+    def checkpoint_all(self) -> int:
+        """Checkpoint every loaded study with events after its checkpoint (at shutdown)."""
+        with self._lock:
+            studies = list(self._studies.values())
+        count = 0
+        for study in studies:
+            with study.lock:
+                if study.policy is not None and not study.deleted:
+                    if study.seq > study.checkpoint_seq:
+                        self._checkpoint(study)
+                        count += 1
+        return count
+
+    def _checkpoint(self, study: _Study) -> None:
+        assert study.policy is not None
+        try:
+            self.store.save_checkpoint(study.record.name, study.seq, study.policy.state_dict())
+        except sqlite3.Error as err:  # the log is complete: a missed checkpoint costs time only
+            log.warning("checkpoint of study %r failed: %s", study.record.name, err)
+            return
+        study.checkpoint_seq = study.seq
+        study.observations_at_checkpoint = study.observations
+
+    # ================================================================== internals
+    def _time(self, study: _Study, t: Any, what: str) -> float:
+        if study.record.clock == "client":
+            if t is None:
+                raise Invalid(f"t is required: study {study.record.name!r} uses the client's clock")
+            return _finite("t", t)
+        if what == "suggest" and t is not None:
+            raise Invalid(
+                f"study {study.record.name!r} uses the server's wall clock: give no t to suggest"
+            )
+        if t is not None:
+            return _finite("t", t)
+        now = self._clock() - study.record.created_at
+        return max(now, study.last_time) if study.last_time is not None else now
+
+    def _commit(self, study: _Study, **event: Any) -> None:
+        seq = study.seq + 1
+        try:
+            self.store.append(study.record.name, seq=seq, **event)
+        except sqlite3.Error as err:
+            # the policy holds a change the log does not: rebuild it from the log
+            study.policy = None
+            raise Unavailable(f"the event could not be stored ({err}); nothing changed") from None
+        study.seq = seq
+
+    def _entry(self, name: str) -> _Study:
+        _check_name(name)
+        with self._lock:
+            study = self._studies.get(name)
+            if study is None or study.deleted:
+                record = self.store.study(name)
+                if record is None:
+                    raise NotFound(f"no study named {name!r}")
+                study = _Study(record=record)
+                self._studies[name] = study
+            return study
+
+    @staticmethod
+    def _check_alive(study: _Study) -> None:
+        if study.deleted:
+            raise NotFound(f"no study named {study.record.name!r}")
+
+    def _loaded(self, name: str) -> _Study:
+        """The study with its policy built, its lock held (the caller releases it)."""
+        study = self._entry(name)
+        study.lock.acquire()
+        try:
+            self._check_alive(study)
+            if study.policy is None:
+                self._rebuild(study)
+        except BaseException:
+            study.lock.release()
+            raise
+        return study
+
+    def _rebuild(self, study: _Study) -> None:
+        """Checkpoint + the events after it (see the module docstring)."""
+        name = study.record.name
+        saved = self.store.checkpoint(name)
+        if saved is None:
+            start_seq = 0
+            record = study.record
+            policy = make(record.policy, bounds=record.bounds, seed=record.seed, **record.options)
+        else:
+            start_seq, state = saved
+            policy = Policy.from_state_dict(state)
+        fresh = _Study(record=study.record, lock=study.lock, checkpoint_seq=start_seq)
+        mismatches = 0
+        for event in self.store.events(name):
+            replay = event.seq > start_seq
+            if event.kind == "suggest":
+                assert event.query_id is not None and event.asked_t is not None
+                if replay:
+                    query = policy.suggest(event.asked_t)
+                    if not np.array_equal(np.asarray(query.x, dtype=float), np.asarray(event.x)):
+                        mismatches += 1
+                fresh.queries[event.query_id] = QueryRecord(
+                    event.query_id, event.x, event.t, event.asked_t, event.additional
+                )
+                fresh.suggestions += 1
+                fresh.pending = event.query_id
+                fresh.last_suggest_seconds = event.seconds
+                times = [event.asked_t]
+            else:
+                assert event.y is not None
+                if replay:
+                    policy.observe(np.asarray(event.x), event.t, event.y)
+                    if event.additional:
+                        policy.observe_additional(
+                            np.asarray([a["x"] for a in event.additional]).reshape(-1, policy.dim),
+                            np.asarray([a["t"] for a in event.additional]),
+                            np.asarray([a["y"] for a in event.additional]),
+                        )
+                fresh.observations += 1
+                if not replay:
+                    fresh.observations_at_checkpoint = fresh.observations
+                if event.query_id is not None and event.query_id in fresh.queries:
+                    fresh.queries[event.query_id].answered = True
+                    if fresh.pending == event.query_id:
+                        fresh.pending = None
+                times = [event.t] + [a["t"] for a in event.additional]
+            fresh.seq = event.seq
+            if fresh.last_time is not None:
+                times.append(fresh.last_time)
+            fresh.last_time = max(times)
+        if mismatches:
+            log.warning(
+                "study %r: %d replayed suggestion(s) differ from the logged ones "
+                "(another dynbo or torch version?); the logged queries stand",
+                name,
+                mismatches,
+            )
+        for attribute in (
+            "seq",
+            "checkpoint_seq",
+            "suggestions",
+            "observations",
+            "observations_at_checkpoint",
+            "queries",
+            "pending",
+            "last_time",
+            "last_suggest_seconds",
+        ):
+            setattr(study, attribute, getattr(fresh, attribute))
+        study.replay_mismatches = mismatches
+        study.policy = policy
