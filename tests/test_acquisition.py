@@ -124,3 +124,40 @@ def test_botorch_posterior_observation_noise_and_joint_covariance():
     )
     _, cov = gp.predict(x, full_covariance=True)
     np.testing.assert_allclose(post.distribution.covariance_matrix.numpy(), cov.numpy())
+
+
+def test_each_start_is_its_own_l_bfgs_b_problem(monkeypatch):
+    # starts of very different curvature: one shared L-BFGS-B on their sum must run until
+    # the slowest converges with one curvature model; per-start problems stop separately
+    import dynbo.acquisition.optimize as optimize
+
+    scales = torch.tensor([1.0, 40.0, 400.0], dtype=torch.float64)
+
+    def bumps(x):
+        # a sharp and a broad local maximum per coordinate
+        return -(scales[: x.shape[-1]] * (x - 0.3) ** 2).sum(-1) + 0.2 * torch.sin(9 * x).sum(-1)
+
+    def run(per_start):
+        if not per_start:
+            monkeypatch.setattr(optimize, "_batched_lbfgs_b", lambda: None)
+        else:
+            monkeypatch.undo()
+        record = {}
+        x, value = maximize_on_box(
+            bumps,
+            3,
+            search=BoxSearch(64, 8),
+            generator=torch.Generator().manual_seed(1),
+            record=record,
+        )
+        return x, value, record
+
+    x_sum, v_sum, r_sum = run(per_start=False)
+    x_per, v_per, r_per = run(per_start=True)
+    assert v_per == pytest.approx(v_sum, abs=1e-7)
+    assert torch.allclose(x_per, x_sum, atol=1e-4)
+    assert r_per["evaluations"] < r_sum["evaluations"]
+    # the per-start answer is a stationary point: the gradient vanishes (inside the box)
+    point = x_per.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(bumps(point.reshape(1, -1)).sum(), point)
+    assert float(grad.abs().max()) < 1e-4
