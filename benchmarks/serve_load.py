@@ -5,7 +5,7 @@ server (``python -m dynbo serve``, a subprocess on a free 127.0.0.1 port) serves
 studies whose policies already hold that many observations (filled beforehand with
 free observations through a server without refits, then copied, so that both settings
 start from the same store), and 32 client threads (4 per study, ``dynbo.client.Client``
-without retries, so that every failure counts) run for ``--seconds / 4`` each:
+without retries, so that every failure counts) run for ``--seconds`` each:
 
     suggest -> (a pending query of another client: wait --pause, ask again)
             -> wait --evaluation (the measurement) -> observe -> wait --pause
@@ -16,7 +16,7 @@ fresh ``suggest`` calls (those that ran the policy) and of ``observe``, with the
 of dataset sizes seen while measuring (the studies grow as they are told). With the
 background refit, a ``suggest`` that comes after the refit finished only cleans and
 maximizes the acquisition. The setup (server starts, filling) is not timed; the run is
-bounded by ``--seconds`` and ``--max-requests``, and stops by itself.
+bounded by ``--seconds`` per cell and ``--max-requests``, and stops by itself.
 
     python benchmarks/serve_load.py [--seconds 60] [--policy st-gp-ucb] [--dim 2]
 """
@@ -136,7 +136,7 @@ def run_cell(
     sizes: list[int] = []
     counts = {"served": 0, "errors": 0, "repeated": 0}
     error_messages: list[str] = []
-    stop_at = time.monotonic() + args.seconds / 4
+    stop_at = time.monotonic() + args.seconds
     budget = [args.max_requests]
 
     def request(kind: str, call):  # noqa: ANN001, ANN202
@@ -212,7 +212,9 @@ def run_cell(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0, help="measured time, all cells")
+    parser.add_argument(
+        "--seconds", type=float, default=60.0, help="measured time per cell (4 cells)"
+    )
     parser.add_argument("--policy", default="st-gp-ucb")
     parser.add_argument("--dim", type=int, default=2)
     parser.add_argument("--evaluation", type=float, default=0.05, help="seconds per measurement")

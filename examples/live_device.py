@@ -9,7 +9,7 @@ server (SIGTERM: it checkpoints every study); ``--url`` uses a running server in
 
     pip install 'dynbo[serve]'
     python examples/live_device.py --seconds 30
-    python examples/live_device.py --url http://127.0.0.1:8000 --token "$DYNBO_TOKEN"
+    DYNBO_TOKEN=... python examples/live_device.py --url http://127.0.0.1:8000
 
 The device side needs only ``dynbo.client`` (standard library) and the math module.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import socket
 import subprocess
@@ -93,7 +94,11 @@ def start_server(store: Path) -> tuple[subprocess.Popen, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running `dynbo serve` (default: start one)")
-    parser.add_argument("--token", help="its bearer token")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("DYNBO_TOKEN"),
+        help="its bearer token (default: $DYNBO_TOKEN, which keeps it out of the process list)",
+    )
     parser.add_argument("--store", help="the store of the server started here (default: temp)")
     parser.add_argument("--seconds", type=float, default=30.0, help="how long the device runs")
     parser.add_argument("--cost", type=float, default=0.2, help="seconds per measurement")
@@ -122,9 +127,11 @@ def main() -> None:
         )
         command = [sys.executable, __file__, "--device", "--url", url]
         command += ["--seconds", str(args.seconds), "--cost", str(args.cost)]
+        env = dict(os.environ)  # the token goes to the device in its environment, not argv
+        env.pop("DYNBO_TOKEN", None)
         if args.token:
-            command += ["--token", args.token]
-        subprocess.run(command, check=True)  # the device, in its own process
+            env["DYNBO_TOKEN"] = args.token
+        subprocess.run(command, check=True, env=env)  # the device, in its own process
         info = client.study(STUDY)
         history = client.history(STUDY)
         suggests = [e for e in history if e["kind"] == "suggest"]

@@ -7,6 +7,7 @@ in a real headless browser.
 """
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -207,6 +208,16 @@ def test_bad_requests_are_4xx_with_a_json_error_and_change_nothing(server, clien
         ("POST", observe, {"query_id": 2, "y": 1.0, "code": "1"}, 422, "body.code"),
         ("POST", observe, b"{not json", 422, "JSON"),
         ("POST", observe, {"query_id": 2, "y": 1.0, "key": "k" * 300}, 422, "body.key"),
+        # JSON that Python's parser refuses otherwise than by a syntax error
+        (
+            "POST",
+            observe,
+            b'{"y": 1, "x": ' + b"[" * 10**5 + b"]" * 10**5 + b"}",
+            422,
+            "nested too deeply",
+        ),
+        ("POST", observe, b'{"query_id": 2, "y": 1' + b"0" * 5000 + b"}", 422, "not valid JSON"),
+        ("POST", observe, b'{"query_id": 2, "y": "\xff"}', 422, "not valid JSON"),
         ("POST", "/studies/bad/suggest", {"t": 0.5, "replace": True}, 422, "backwards"),
         ("POST", "/studies/bad/suggest", b'{"t": NaN, "replace": true}', 422, "finite"),
         ("POST", "/studies/nope/suggest", {"t": 3.0}, 404, "no study named 'nope'"),
@@ -246,6 +257,16 @@ def test_bad_requests_are_4xx_with_a_json_error_and_change_nothing(server, clien
             {"name": "x", "policy": "gp-ucb", "bounds": [[0], [1]], "options": {"eval": 1}},
             422,
             "unknown option",
+        ),
+        (
+            "POST",
+            "/studies",
+            b'{"name": "x", "policy": "gp-ucb", "bounds": [[0], [1]], "options": {"beta": '
+            + b'{"a": ' * 600
+            + b"1"
+            + b"}" * 602,
+            422,
+            "option beta nests",
         ),
         (
             "POST",
@@ -403,6 +424,8 @@ def test_studies_run_in_parallel_and_one_studys_requests_are_serialized(tmp_path
             client.create_study(f"fast{k}", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
         done = {}
 
+        started = time.monotonic()
+
         def slow(label):
             done[label] = (client.suggest("slow", t=0.0), time.monotonic())
 
@@ -431,15 +454,99 @@ def test_studies_run_in_parallel_and_one_studys_requests_are_serialized(tmp_path
         assert errors == []
         # the fast studies finished while the slow one was still in its first suggest
         assert fast_done < min(when for _, when in done.values())
-        # the later request to the slow study waited for the earlier one and got its query
-        (first, t_first), (second, t_second) = sorted(done.values(), key=lambda d: d[0].repeated)
+        # the later request to the slow study waited for the earlier one (its 3 s) and got
+        # its query (the client threads' own clocks may note the two answers in any order)
+        (first, _), (second, t_second) = sorted(done.values(), key=lambda d: d[0].repeated)
         assert first.query_id == second.query_id == 1
-        assert not first.repeated and second.repeated and t_second >= t_first
+        assert not first.repeated and second.repeated and t_second - started >= 3.0
         for k in range(3):
             assert client.study(f"fast{k}")["observations"] == 2
     finally:
         server.should_exit = True
         thread.join(timeout=60)
+
+
+@contextlib.contextmanager
+def in_process(store, **kwargs):
+    """``create_app(store, **kwargs)`` served by uvicorn in a thread; yields its URL."""
+    import uvicorn
+
+    from dynbo.service import create_app
+
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(store, **kwargs),
+        host="127.0.0.1",
+        port=port,
+        log_level="critical",
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+
+
+def test_a_non_ascii_token_is_compared_as_utf8(tmp_path):
+    token = "pässwörd-令牌"
+    with in_process(tmp_path / "s.sqlite", token=token, refit=False) as url:
+        assert Client(url, token, retries=0).health()["status"] == "ok"
+        with pytest.raises(ServiceError) as err:
+            Client(url, "pässwörd", retries=0).health()
+        assert err.value.status == 401
+        import http.client
+
+        port = int(url.rsplit(":", 1)[1])
+        for value, status in [
+            (b"Bearer " + token.encode(), 200),  # as curl sends it
+            (b"Basic " + base64.b64encode(b"me:" + token.encode()), 200),  # as a browser
+            ("Bearer pässwörd".encode("latin-1"), 401),
+        ]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                conn.putrequest("GET", "/health")
+                conn.putheader("Authorization", value)
+                conn.endheaders()
+                assert conn.getresponse().status == status
+            finally:
+                conn.close()
+
+
+def test_background_failures_are_logged_and_shutdown_leaves_no_thread(
+    tmp_path, monkeypatch, caplog
+):
+    from dynbo.service import ServiceStore, StudyManager
+
+    def broken(self, *args):
+        raise RuntimeError("broken on purpose")
+
+    closed = []
+    close = ServiceStore.close
+    monkeypatch.setattr(StudyManager, "background", broken)
+    monkeypatch.setattr(StudyManager, "checkpoint_all", broken)
+    monkeypatch.setattr(ServiceStore, "close", lambda self: closed.append(close(self)))
+    caplog.set_level("WARNING", logger="dynbo.service")
+    with in_process(tmp_path / "s.sqlite", workers=2) as url:
+        client = Client(url, retries=0)
+        client.create_study("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+        q = client.suggest("a", t=0.0)  # runs in the workers' pool
+        client.observe("a", 0.5, query_id=q.query_id)
+        deadline = time.monotonic() + 30
+        while "failed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "background checkpoint/refit of study 'a' failed" in caplog.text
+        assert "broken on purpose" in caplog.text
+        assert client.observe("a", 0.25, x=[0.5], t=1.0)["observation"] == 2
+    # the failed shutdown checkpoint still closes the store and ends the workers
+    assert closed == [None]
+    assert [t.name for t in threading.enumerate() if t.name.startswith("dynbo-study")] == []
 
 
 # ---------------------------------------------------------------------- dashboard

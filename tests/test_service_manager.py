@@ -252,3 +252,114 @@ def test_additional_queries_are_forwarded_stored_and_replayed(tmp_path):
     assert_states_equal(
         without_timings(rebuilt.policy_state("a")), without_timings(m.policy_state("a"))
     )
+
+
+def test_options_nested_too_deeply_or_too_costly_are_refused(tmp_path):
+    """Checked without recursion, before any policy is built: 422s, not 500s or hangs."""
+    m = manager(tmp_path / "s.sqlite")
+    deep = 1.0
+    for _ in range(100_000):  # far deeper than Python's recursion limit
+        deep = [deep]
+    nested = {"kind": "constant"}
+    for _ in range(600):
+        nested = {"a": nested}
+    for options, message in [
+        ({"candidates": deep}, "option candidates nests"),
+        ({"beta": nested}, "option beta nests"),
+        ({"initial_hyperparameters": {"noise": [[[[[[[[[0.1]]]]]]]]]}}, "nests"),
+        ({"dpp_max_steps": 10**12}, "dpp_max_steps = 1000000000000 is above"),
+        ({"device": "meta"}, "device = 'meta'"),
+        ({"device": ["cpu"]}, "device"),
+    ]:
+        with pytest.raises(Invalid, match=message):
+            m.create("c", "sparq-gp-ucb", [[0.0], [1.0]], options=options)
+    assert m.studies() == []
+    # what a policy takes is still accepted
+    m.create("c", "gp-ucb", [[0.0], [1.0]], options={**CHEAP, "candidates": [[0.25], [0.5]]})
+    m.create("d", "sparq-gp-ucb", [[0.0], [1.0]], options={"dpp_max_steps": 100_000})
+    m.create("e", "gp-ucb", [[0.0], [1.0]], options={"device": "cpu"})
+
+
+def test_any_failure_between_the_policy_and_the_log_rebuilds_the_policy(tmp_path, monkeypatch):
+    """Not only a full disk: whatever fails after the policy call, it never runs ahead of
+    the log (its random stream would then differ from a restarted server's)."""
+    import dynbo.service.studies as studies
+
+    m = manager(tmp_path / "s.sqlite")
+    m.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, seed=7, clock="client")
+    reference = Policy.from_state_dict(m.policy_state("a"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("an encoding bug")
+
+    # a failure while the query is turned into its record: before the commit
+    monkeypatch.setattr(studies, "plain", broken)
+    with pytest.raises(RuntimeError, match="encoding bug"):
+        m.suggest("a", t=0.0)
+    monkeypatch.undo()
+    # a failure of the commit that is not an sqlite3.Error
+    monkeypatch.setattr(m.store, "append", broken)
+    with pytest.raises(RuntimeError, match="encoding bug"):
+        m.suggest("a", t=0.0)
+    monkeypatch.undo()
+    assert m.history("a") == []
+    q = m.suggest("a", t=0.0)
+    r = reference.suggest(0.0)
+    np.testing.assert_array_equal(q["x"], r.x)  # the uninterrupted random stream
+    monkeypatch.setattr(m.store, "append", broken)
+    with pytest.raises(RuntimeError, match="encoding bug"):
+        m.observe("a", 0.5, query_id=q["query_id"])
+    monkeypatch.undo()
+    assert m.info("a")["observations"] == 0 and m.info("a")["dataset_size"] == 0
+    m.observe("a", 0.5, query_id=q["query_id"])
+    reference.observe(r.x, r.t, 0.5)
+    np.testing.assert_array_equal(m.suggest("a", t=1.0)["x"], reference.suggest(1.0).x)
+
+
+class _CommitFailsOnce:
+    """An sqlite3 connection whose next ``COMMIT`` fails with the transaction left open."""
+
+    def __init__(self, db):
+        self.db = db
+        self.armed = True
+
+    def execute(self, sql, *args):
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+
+def test_a_failed_commit_statement_rolls_back_and_the_store_stays_usable(tmp_path):
+    m = manager(tmp_path / "s.sqlite")
+    m.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+    q = m.suggest("a", t=0.0)
+    m.store._db = _CommitFailsOnce(m.store._db)
+    with pytest.raises(Unavailable, match="disk I/O error"):
+        m.observe("a", 0.5, query_id=q["query_id"], key="k")
+    assert not m.store._db.in_transaction
+    # the failed write is not visible (not even to this connection), and the next one works
+    assert [e.kind for e in m.history("a")] == ["suggest"]
+    assert m.info("a")["observations"] == 0
+    assert not m.observe("a", 0.5, query_id=q["query_id"], key="k")["repeated"]
+    on_disk = manager(tmp_path / "s.sqlite")
+    assert [e.kind for e in on_disk.history("a")] == ["suggest", "observe"]
+    assert on_disk.info("a")["observations"] == 1
+
+
+def test_idempotency_keys_are_scoped_per_study(tmp_path):
+    m = manager(tmp_path / "s.sqlite")
+    for name in ("a", "b"):
+        m.create(name, "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+    first = m.observe("a", 0.1, x=[0.2], t=0.0, key="same")
+    other = m.observe("b", 0.9, x=[0.7], t=0.0, key="same")  # another study: recorded
+    assert not first["repeated"] and not other["repeated"] and other["y"] == 0.9
+    assert m.observe("a", 0.5, x=[0.4], t=1.0, key="same") == {**first, "repeated": True}
+    assert (m.info("a")["observations"], m.info("b")["observations"]) == (1, 1)
+    # a deleted study's keys go with it
+    m.delete("a")
+    m.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+    assert not m.observe("a", 0.3, x=[0.3], t=0.0, key="same")["repeated"]

@@ -113,6 +113,9 @@ class Client:
     ) -> dict[str, Any]:
         """Create a study (``exist_ok``: return the existing one of that name instead).
 
+        A retry whose first attempt created the study (its answer lost) gets 409: pass
+        ``exist_ok=True`` where that may happen.
+
         ``clock``: ``"wall"`` (the server's clock, seconds since the study was created)
         or ``"client"`` (you give ``t`` to every suggest and observe).
         """
@@ -146,7 +149,9 @@ class Client:
     def suggest(self, name: str, t: float | None = None, *, replace: bool = False) -> Suggestion:
         """The next query of study ``name`` (``t``: the time now, client clock only).
 
-        While a query is pending it is returned again; ``replace=True`` asks afresh.
+        While a query is pending it is returned again; ``replace=True`` asks afresh (a
+        retry after a lost answer then asks afresh once more: the lost query stays
+        answerable).
         """
         body: dict[str, Any] = {"replace": replace}
         if t is not None:
@@ -217,11 +222,11 @@ class Client:
     # ------------------------------------------------------------------ transport
     def _request(self, method: str, path: str, body: Any = None, *, raw: bool = False) -> Any:
         data = None if body is None else json.dumps(body, allow_nan=True).encode()
-        headers = {"Accept": "application/json"}
+        headers: dict[str, Any] = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        if self.token is not None:
-            headers["Authorization"] = f"Bearer {self.token}"
+        if self.token is not None:  # UTF-8 bytes (http.client would send a str as latin-1)
+            headers["Authorization"] = b"Bearer " + self.token.encode()
         delay = self.backoff
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(

@@ -14,9 +14,10 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
     GET    /studies/{name}/history        every event (?format=csv for CSV)
     GET    /studies/{name}/dataset        the observations the policy keeps
 
-Errors are ``{"error": "<what is wrong>"}`` with a 4xx status (422 for a bad value, 404
-for an unknown study or query id, 409 for a taken name or an answered query, 401 for a
-missing or wrong token, 413 for a body over the limit) and change nothing.
+Errors are ``{"error": "<what is wrong>"}`` with a 4xx status (422 for a bad value or a
+body that is not valid JSON, 404 for an unknown study or query id, 409 for a taken name
+or an answered query, 401 for a missing or wrong token, 413 for a body over the limit)
+and change nothing; 503 when an event could not be stored (nothing changed: retry).
 
 Requests to one study are serialized by an asyncio lock per study and run in a thread
 pool, so different studies proceed in parallel and a waiting request holds no thread.
@@ -33,6 +34,7 @@ import hashlib
 import hmac
 import io
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +58,8 @@ __all__ = ["create_app", "serve", "DEFAULT_MAX_BODY"]
 
 #: the largest request body accepted (bytes).
 DEFAULT_MAX_BODY = 1 << 20
+
+log = logging.getLogger("dynbo.service")
 
 # ====================================================================== request bodies
 
@@ -147,8 +151,8 @@ class Guard:
 
     With a token, every request must carry ``Authorization: Bearer <token>`` (or HTTP
     Basic with the token as password, so that a browser can open the dashboard);
-    otherwise 401. A body over ``max_body`` bytes is refused with 413 before the
-    application reads it.
+    otherwise 401. The token is compared as UTF-8 bytes with the header's raw bytes. A
+    body over ``max_body`` bytes is refused with 413 before the application reads it.
     """
 
     def __init__(self, app: Any, token: str | None, max_body: int) -> None:
@@ -159,12 +163,11 @@ class Guard:
     def _authorized(self, headers: dict[bytes, bytes]) -> bool:
         if self._digest is None:
             return True
-        value = headers.get(b"authorization", b"").decode("latin-1")
-        scheme, _, credentials = value.partition(" ")
+        scheme, _, credentials = headers.get(b"authorization", b"").partition(b" ")
         given = b""
-        if scheme.lower() == "bearer":
-            given = credentials.strip().encode()
-        elif scheme.lower() == "basic":
+        if scheme.lower() == b"bearer":
+            given = credentials.strip()
+        elif scheme.lower() == b"basic":
             try:
                 decoded = base64.b64decode(credentials.strip(), validate=True)
             except ValueError:
@@ -213,6 +216,18 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+#: FastAPI's detail when the body's JSON could not be parsed (other than a syntax error)
+_PARSE_ERROR = "There was an error parsing the body"
+
+
+def _log_failure(name: str, task: asyncio.Task) -> None:
+    """Log the failure of a study's background checkpoint or refit (nothing waits for it)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning(
+            "background checkpoint/refit of study %r failed", name, exc_info=task.exception()
+        )
 
 
 def _too_large(limit: int) -> dict[str, str]:
@@ -274,12 +289,14 @@ def create_app(
             yield
         finally:
             manager: StudyManager = state["manager"]
-            if tasks:  # the background checkpoints and refits (30 s at most)
-                await asyncio.wait(list(tasks), timeout=30)
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(executor, manager.checkpoint_all)
-            executor.shutdown(wait=True)
-            manager.store.close()
+            try:
+                if tasks:  # the background checkpoints and refits (30 s at most)
+                    await asyncio.wait(list(tasks), timeout=30)
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(executor, manager.checkpoint_all)
+            finally:  # no thread or open file left behind, whatever failed above
+                executor.shutdown(wait=True)
+                manager.store.close()
 
     app = FastAPI(
         title="dynbo serve",
@@ -322,6 +339,7 @@ def create_app(
         task = asyncio.create_task(on_study(name, manager().background, name, heavy=True))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+        task.add_done_callback(partial(_log_failure, name))
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, err: ServiceError) -> JSONResponse:
@@ -337,6 +355,12 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        cause = err.__cause__
+        if err.status_code == 400 and cause is not None and err.detail == _PARSE_ERROR:
+            # FastAPI's parse of the body failed otherwise than by a JSON syntax error
+            # (nested too deeply: RecursionError; an integer of over 4300 digits; not UTF-8)
+            what = "nested too deeply" if isinstance(cause, RecursionError) else str(cause)
+            return JSONResponse({"error": f"the body is not valid JSON: {what}"}, status_code=422)
         return JSONResponse(
             {"error": str(err.detail)}, status_code=err.status_code, headers=err.headers
         )

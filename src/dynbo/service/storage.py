@@ -220,14 +220,21 @@ class ServiceStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed, or rolled back whole, even if ``COMMIT`` fails.
+
+        A failed ``COMMIT`` may leave the transaction open (SQLite rolls back after some
+        errors, not all): it is rolled back here, so that the connection never shows a
+        write that is not on disk and the next transaction can begin.
+        """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:

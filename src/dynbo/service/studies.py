@@ -7,7 +7,8 @@ thread pool.
 
 Crash safety. An accepted ``suggest`` or ``observe`` is applied to the policy (which
 validates it and changes nothing if it is rejected), then committed to the store as one
-event, and only then answered. A study is rebuilt, after a restart or a failed commit, as
+event, and only then answered. A study is rebuilt, after a restart or any failure between
+the policy call and the commit (the policy would be ahead of the log), as
 ``Policy.from_state_dict(checkpoint)`` followed by every event after the checkpoint in
 order: each ``suggest`` again at the time it was asked (the acquisition draws from the
 policy's random stream, so the suggestions are replayed too) and each ``observe``. The
@@ -57,7 +58,13 @@ OPTION_LIMITS = {
     "restarts": 256,
     "acquisition_iterations": 10_000,
     "fit_iterations": 10_000,
+    "dpp_max_steps": 100_000,
 }
+#: how deeply an option value may nest lists and objects (``candidates`` is 2 levels): the
+#: policies and the store walk option values recursively.
+MAX_OPTION_DEPTH = 8
+#: the devices a request may put a policy on.
+DEVICE_PATTERN = re.compile(r"^(cpu|mps|cuda(:[0-9]{1,3})?)$")
 #: options a study takes as fields of its own, not as policy options.
 RESERVED_OPTIONS = ("bounds", "seed")
 
@@ -149,6 +156,25 @@ def _point(name: str, value: Any, dim: int) -> list[float]:
     return [_finite(f"{name}[{i}]", v) for i, v in enumerate(value)]
 
 
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+        if level + 1 > MAX_OPTION_DEPTH:
+            break  # deep enough to refuse: no need to walk the rest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def validate_study(
     name: Any, policy: Any, bounds: Any, options: Any, seed: Any, clock: Any
 ) -> tuple[str, str, list[list[float]], dict[str, Any], int, str]:
@@ -184,10 +210,19 @@ def validate_study(
             f"unknown option(s) {', '.join(map(repr, unknown))} for policy {policy!r}; "
             f"its options: {', '.join(sorted(k for k in accepted if k not in RESERVED_OPTIONS))}"
         )
+    for key, value in options.items():
+        if _depth(value) > MAX_OPTION_DEPTH:
+            raise Invalid(
+                f"option {key} nests lists and objects deeper than the service's limit "
+                f"{MAX_OPTION_DEPTH}"
+            )
     for key, ceiling in OPTION_LIMITS.items():
         value = options.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > ceiling:
             raise Invalid(f"option {key} = {value} is above the service's limit {ceiling}")
+    device = options.get("device")
+    if device is not None and not (isinstance(device, str) and DEVICE_PATTERN.match(device)):
+        raise Invalid(f"option device = {device!r}: the service takes 'cpu', 'cuda[:n]' or 'mps'")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise Invalid(f"seed must be a non-negative integer, got {seed!r}")
     if clock not in CLOCKS:
@@ -255,7 +290,7 @@ class StudyManager:
         )
         try:
             instance = make(policy, bounds=bounds, seed=seed, **options)
-        except (ValueError, TypeError) as err:
+        except (ValueError, TypeError, RecursionError) as err:
             raise Invalid(f"policy {policy!r}: {err}") from None
         record = StudyRecord(name, policy, bounds, plain(options), seed, clock, self._clock())
         with self._lock:
@@ -383,15 +418,20 @@ class StudyManager:
             except ValueError as err:
                 raise Invalid(str(err)) from None
             seconds = time.perf_counter() - start
-            additional = np.asarray(getattr(query, "additional", np.empty((0, policy.dim))))
-            record = QueryRecord(
-                query_id=study.suggestions + 1,
-                x=plain(np.asarray(query.x, dtype=float)),
-                t=float(query.t),
-                asked_t=asked,
-                additional=plain(additional.reshape(-1, policy.dim)),
-            )
-            diag = policy.diagnostics
+            try:
+                additional = np.asarray(getattr(query, "additional", np.empty((0, policy.dim))))
+                record = QueryRecord(
+                    query_id=study.suggestions + 1,
+                    x=plain(np.asarray(query.x, dtype=float)),
+                    t=float(query.t),
+                    asked_t=asked,
+                    additional=plain(additional.reshape(-1, policy.dim)),
+                )
+                diag = policy.diagnostics
+                diagnostics = None if diag is None else diag.as_dict()
+            except BaseException:
+                study.policy = None  # one iteration ahead of the log: rebuild it from the log
+                raise
             self._commit(
                 study,
                 kind="suggest",
@@ -402,7 +442,7 @@ class StudyManager:
                 additional=record.additional,
                 dataset_size=policy.dataset_size,
                 seconds=seconds,
-                diagnostics=None if diag is None else diag.as_dict(),
+                diagnostics=diagnostics,
             )
             study.suggestions += 1
             study.queries[record.query_id] = record
@@ -634,13 +674,21 @@ class StudyManager:
         return max(now, study.last_time) if study.last_time is not None else now
 
     def _commit(self, study: _Study, **event: Any) -> None:
+        """Append the event the policy has just applied; on any failure, drop the policy.
+
+        The policy then holds a change the log does not, so it is rebuilt from the log by
+        the next request (whatever the failure: a full disk, or a bug in the encoding).
+        """
         seq = study.seq + 1
         try:
             self.store.append(study.record.name, seq=seq, **event)
-        except sqlite3.Error as err:
-            # the policy holds a change the log does not: rebuild it from the log
+        except BaseException as err:
             study.policy = None
-            raise Unavailable(f"the event could not be stored ({err}); nothing changed") from None
+            if isinstance(err, sqlite3.Error):
+                raise Unavailable(
+                    f"the event could not be stored ({err}); nothing changed"
+                ) from None
+            raise
         study.seq = seq
 
     def _entry(self, name: str) -> _Study:
