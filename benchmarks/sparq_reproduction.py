@@ -1,4 +1,4 @@
-"""The drifting-RKHS comparison of Mauduit, Berthier & Simonetto, Fig. 2 (prints JSON).
+"""The drifting-RKHS comparison of Mauduit, Berthier & Simonetto (2025), Fig. 2 (prints JSON).
 
 The ``rkhs`` suite (``dynbo.benchmarks.registry.rkhs_options``): ``T = 500`` steps, the
 exact kernel for every policy, seven policies (GP-UCB, TV-GP-UCB, R-GP-UCB, SW-GP-UCB,
@@ -7,10 +7,12 @@ over seeds of the final cumulative regret ``R_T``, the cumulative-regret curve (
 ``--every`` steps), the average number of additional queries per step, overall and in
 bins of ``--bin`` steps, and two checks of the paper's findings: whether SparQ-GP-UCB and
 W-SparQ-GP-UCB end with the lowest cumulative regret, and whether W-SparQ's additional
-queries per step decrease over time. ``--figure`` writes both plots.
+queries per step decrease over time. ``--figure`` writes both plots. ``--policies`` and
+``--policy-options`` (JSON, merged into each listed policy's suite options) run a variant,
+e.g. W-SparQ with another ``alpha`` (at the paper's horizon).
 
     python benchmarks/sparq_reproduction.py [--seeds 10] [--horizon 500] [--workers 2]
-        [--store FILE] [--figure PNG]
+        [--store FILE] [--figure PNG] [--policies NAME ...] [--policy-options JSON]
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from dynbo import reproductions  # noqa: E402
 from dynbo.benchmarks.registry import RKHS_POLICIES  # noqa: E402
-from dynbo.harness import Store, run_campaign  # noqa: E402
+from dynbo.harness import Store, build_campaign, run_campaign  # noqa: E402
 
 SPARQ = ("sparq-gp-ucb", "w-sparq-gp-ucb")
 
@@ -100,11 +102,25 @@ def main() -> None:
     parser.add_argument("--bin", type=int, default=50, help="bin of the additional-query rate")
     parser.add_argument("--store", default=None, help="SQLite store (default: a temporary file)")
     parser.add_argument("--figure", default=None)
+    parser.add_argument("--policies", nargs="+", default=None, help="a subset of the suite's")
+    parser.add_argument("--policy-options", default=None, help="JSON options for them")
     args = parser.parse_args()
-    # the shipped reproduction; a shorter horizon replaces T everywhere it appears
-    campaign = reproductions.campaign_for(
-        "w-sparq-rkhs", seeds=args.seeds, horizon=None if args.horizon == 500 else args.horizon
-    )
+    if args.policies or args.policy_options:
+        if args.horizon != 500:
+            parser.error("a variant (--policies, --policy-options) runs at T = 500")
+        config, _ = reproductions.load("w-sparq-rkhs")
+        options = json.loads(args.policy_options or "{}")
+        config.update(
+            name=f"w-sparq-rkhs variant {json.dumps(options, sort_keys=True)}",
+            seeds=args.seeds,
+            policies=[{"name": p, "options": options} for p in args.policies or RKHS_POLICIES],
+        )
+        campaign = build_campaign(config)
+    else:
+        # the shipped reproduction; a shorter horizon replaces T everywhere it appears
+        campaign = reproductions.campaign_for(
+            "w-sparq-rkhs", seeds=args.seeds, horizon=None if args.horizon == 500 else args.horizon
+        )
     path = args.store or os.path.join(tempfile.mkdtemp(), "rkhs.sqlite")
     with Store(path) as store:
         run_campaign(campaign, store, workers=args.workers, progress=sys.stderr.isatty())

@@ -139,6 +139,7 @@ def test_from_state_dict_rejects_malformed_states(state, message):
     [
         ({"device": "cuda:0"} if not torch.cuda.is_available() else {"device": "tpu"}, "device"),
         ({"device": "not-a-device"}, "invalid device"),
+        ({"device": "meta"}, "holds no data"),
         ({"candidates": {"a": 1}}, "candidates"),
         ({"candidates": [[True], [False]]}, "candidates"),
         ({"candidates": [[2.0]]}, "outside"),

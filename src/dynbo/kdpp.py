@@ -3,7 +3,7 @@
 A k-DPP over ``N`` candidates with kernel matrix ``K`` draws a subset ``Z`` of size ``M``
 with probability ``det(K_ZZ) / sum_{|Z'| = M} det(K_Z'Z')``: subsets of points far apart
 under the kernel are likely, near-duplicates are not. SparQ-GP-UCB (Mauduit, Berthier &
-Simonetto) picks the past inputs it re-queries this way, with "the Markov chain sampling
+Simonetto 2025) picks the past inputs it re-queries this way, with "the Markov chain sampling
 algorithm" of Burt, Rasmussen & van der Wilk (2020, Convergence of sparse variational
 inference in Gaussian processes regression), which is the swap chain of Anari, Oveis
 Gharan & Rezaei (2016, Monte Carlo Markov chain algorithms for sampling strongly Rayleigh

@@ -189,6 +189,9 @@ def usable_device(device: Any) -> torch.device:
         parsed = torch.device(device)
     except (RuntimeError, TypeError, ValueError) as err:
         raise ValueError(f"invalid device {device!r}: {err}") from None
+    if parsed.type == "meta":
+        # tensors there have no values: every fit and prediction would fail later
+        raise ValueError(f"device {device!r} holds no data; use 'cpu', 'cuda' or 'mps'")
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: CUDA is not available on this machine")
     try:

@@ -148,7 +148,7 @@ class InformationGainBeta:
 
 @dataclass(frozen=True)
 class SparQBeta:
-    """SparQ-GP-UCB's radius (Mauduit, Berthier & Simonetto, eq. 12), used as ``kappa``.
+    """SparQ-GP-UCB's radius (Mauduit, Berthier & Simonetto (2025), eq. 12), used as ``kappa``.
 
     ``beta_t = sqrt(2 log(2 |Sigma_t + K_t|^{1/2} / (delta |Sigma_t|^{1/2}))) + B
     = sqrt(2 ln(2 / delta) + log det(I + Sigma_t^{-1} K_t)) + B``, computed on the

@@ -495,7 +495,7 @@ RKHS_EPSILON = 0.09
 
 
 def rkhs_options(noise_variance: float, horizon: int) -> dict[str, dict[str, Any]]:
-    """The settings of the SparQ comparison (Mauduit et al., Sec. 4.1) per policy.
+    """The settings of the SparQ comparison (Mauduit et al. 2025, Sec. 4.1) per policy.
 
     The paper gives every method the exact kernel (SE, ``M_k^2 = 0.5``, ``l = 3``, i.e.
     0.03 of the domain's width) and no learning; it leaves the rest open. The project's
@@ -550,7 +550,7 @@ def _rkhs() -> Suite:
         policies=RKHS_POLICIES,
         protocol={"warmup": 0},
         description=(
-            "W-SparQ-GP-UCB (Mauduit et al.) Sec. 4.1: the drifting RKHS function on "
+            "W-SparQ-GP-UCB (Mauduit et al. 2025) Sec. 4.1: the drifting RKHS function on "
             "[-50, 50] (1001-point grid), T = 500 steps, sigma^2 = 0.01, 30 realizations "
             "(noise and policy randomness), no warm-up. Every policy knows the kernel (SE, "
             "variance 0.5, l = 3); beta = 0.8 log(4 t) for GP-UCB, TV-GP-UCB (eps = 0.09) "

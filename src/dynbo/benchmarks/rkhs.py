@@ -1,4 +1,4 @@
-"""The drifting RKHS function of W-SparQ-GP-UCB (Mauduit, Berthier & Simonetto, Sec. 4.1).
+"""The drifting RKHS function of W-SparQ-GP-UCB (Mauduit, Berthier & Simonetto (2025), Sec. 4.1).
 
 On ``D = [-50, 50]`` with ``k(x, x') = 0.5 exp(-(x - x')^2 / 18)`` (variance 0.5,
 lengthscale 3),
@@ -52,7 +52,7 @@ class DriftingRKHS(Benchmark):
     cost = 0.0
     temporal_kernel = "matern12"  # what TV-GP-UCB's (1 - eps)^{|i-j|/2} factor amounts to
     reference = (
-        "Mauduit, Berthier & Simonetto, No-Regret Gaussian Process Optimization of "
+        "Mauduit, Berthier & Simonetto (2025), No-Regret Gaussian Process Optimization of "
         "Time-Varying Functions (W-SparQ-GP-UCB), Sec. 4.1"
     )
     variance = 0.5

@@ -34,6 +34,7 @@ import torch
 from dynbo.kernels import Family, as_family, correlation, correlation_and_scale_derivative
 
 __all__ = [
+    "parse_initial_hyperparameters",
     "WIENER",
     "ArmCovariance",
     "KernelSpec",
@@ -433,3 +434,45 @@ def markov_epsilon(lengthscale: float) -> float:
     if not lengthscale > 0:
         raise ValueError(f"lengthscale must be positive, got {lengthscale!r}")
     return -math.expm1(-2.0 / lengthscale)
+
+
+def parse_initial_hyperparameters(
+    spec: Mapping[str, Any] | None, kernel: KernelSpec
+) -> dict[str, Any]:
+    """A policy's ``initial_hyperparameters`` option, checked against ``kernel``.
+
+    Args:
+        spec: ``None`` or a mapping of some of ``outputscale``, ``lengthscale_space`` (one
+            value or one per dimension), ``lengthscale_time``, ``noise``.
+        kernel: the policy's kernel.
+
+    Returns:
+        The overrides as floats (``lengthscale_space`` a tuple).
+
+    Raises:
+        ValueError: not a mapping, an unknown key, or a value that is not a valid
+            hyperparameter for ``kernel`` (naming the field).
+    """
+    from dynbo.validation import finite_number
+
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"initial_hyperparameters must be a mapping, got {spec!r}")
+    allowed = {"outputscale", "lengthscale_space", "lengthscale_time", "noise"}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ValueError(f"unknown initial_hyperparameters keys: {sorted(unknown)}")
+    out = dict(spec)
+    if "lengthscale_space" in out:
+        ls = out["lengthscale_space"]
+        out["lengthscale_space"] = tuple(ls) if isinstance(ls, (list, tuple)) else (ls,)
+    for key, value in out.items():
+        values = value if key == "lengthscale_space" else (value,)
+        checked = tuple(finite_number(f"initial_hyperparameters[{key!r}]", v) for v in values)
+        out[key] = checked if key == "lengthscale_space" else checked[0]
+    # validate now, so that a bad value fails at construction naming the field
+    Hyperparameters(**{"lengthscale_time": 1.0 if kernel.uses_time else None, **out}).for_kernel(
+        kernel
+    )
+    return out

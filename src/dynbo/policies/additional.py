@@ -1,6 +1,6 @@
 """Bookkeeping of additional queries: fresh evaluations a policy asks for at past inputs.
 
-SparQ-GP-UCB and W-SparQ-GP-UCB (Mauduit, Berthier & Simonetto) ask, besides their main
+SparQ-GP-UCB and W-SparQ-GP-UCB (Mauduit, Berthier & Simonetto 2025) ask, besides their main
 query, for new values of the objective at some inputs they have already queried, taken
 at the current time. ``Policy.suggest`` returns them in ``Query.additional``; the
 answers come back through ``Policy.observe_additional``. This module holds the requests
@@ -10,13 +10,18 @@ requested point, at most once, and only until the next ``suggest`` (which asks a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-__all__ = ["AdditionalRequests"]
+from dynbo.validation import finite_number, real_array
+
+if TYPE_CHECKING:
+    from dynbo.policies.domain import SearchDomain
+
+__all__ = ["AdditionalRequests", "validate_answers"]
 
 
 class AdditionalRequests:
@@ -92,3 +97,51 @@ class AdditionalRequests:
         requests = cls(points, tolerance)
         requests.answered = answered
         return requests
+
+
+def validate_answers(
+    domain: SearchDomain,
+    x: Any,
+    t: Any,
+    y: Any,
+    validate_time: Callable[[Any], float],
+    max_abs_target: float,
+) -> tuple[np.ndarray, torch.Tensor, list[float], list[float]]:
+    """Check answers to additional queries before anything changes.
+
+    Args:
+        domain: the policy's search domain.
+        x: ``(m, d)`` points; ``t``: one time or ``(m,)`` non-decreasing times; ``y``:
+            ``(m,)`` values.
+        validate_time: the policy's check of one time.
+        max_abs_target: the largest ``|y|`` the model takes.
+
+    Returns:
+        ``(points, rows, times, values)``: the points as given ``(m, d)``, as the model's
+        tensor ``(m, d)`` (clipped into the box), and the times and values as floats.
+
+    Raises:
+        ValueError: wrong shapes, NaN/inf, points outside the box, values too large or
+            times out of order.
+    """
+    points = real_array("x", x)
+    if points.ndim != 2 or points.shape[1] != domain.dim:
+        raise ValueError(f"x must have shape (m, {domain.dim}), got {points.shape}")
+    m = points.shape[0]
+    rows = [domain.validate_point(p) for p in points]
+    given = real_array("t", t)
+    if given.ndim > 1 or given.size not in (1, m):
+        raise ValueError(f"t must be one time or have shape ({m},), got {given.shape}")
+    times = [validate_time(v) for v in np.broadcast_to(given.reshape(-1), (m,))]
+    for i in range(1, m):
+        if times[i] < times[i - 1]:
+            raise ValueError(f"t must be non-decreasing, but t[{i}] < t[{i - 1}]")
+    observed = real_array("y", y)
+    if observed.shape != (m,):
+        raise ValueError(f"y must have shape ({m},), got {observed.shape}")
+    values = [finite_number(f"y[{i}]", v) for i, v in enumerate(observed)]
+    for i, v in enumerate(values):
+        if abs(v) > max_abs_target:
+            raise ValueError(f"y[{i}] = {v} is too large to model")
+    stacked = torch.stack(rows) if rows else torch.empty((0, domain.dim), dtype=domain.dtype)
+    return points, stacked, times, values

@@ -48,9 +48,11 @@ from dynbo.models.kernel import (
     Hyperparameters,
     KernelSpec,
     as_temporal,
+    parse_initial_hyperparameters,
 )
-from dynbo.policies.additional import AdditionalRequests
+from dynbo.policies.additional import AdditionalRequests, validate_answers
 from dynbo.policies.domain import SearchDomain
+from dynbo.policies.early_fit import EarlyFit
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import STATE_FORMAT, check_state
 from dynbo.validation import (
@@ -134,22 +136,6 @@ def policy_class(name: str) -> type[Policy]:
     if name not in _REGISTRY:
         raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
     return _REGISTRY[name]
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two fit inputs are the same: tensors by identity, other values by equality."""
-    if a is b:
-        return True
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or type(a) is not type(b):
-        return False
-    if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(_same(u, v) for u, v in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError, RuntimeError):  # e.g. an array's elementwise ==
-        return False
 
 
 class Policy(ABC):
@@ -238,7 +224,7 @@ class Policy(ABC):
     #: ``min_fit_size`` when the option is not given.
     default_min_fit_size: ClassVar[int] = 1
     #: the result of :meth:`refit` kept for the next ``suggest`` (``None``: none).
-    _early_fit: tuple[Any, ...] | None = None
+    _early_fit: EarlyFit | None = None
     #: whether ``beta`` is a confidence radius that multiplies ``sigma`` itself (the
     #: kernel-ridge and SparQ families) rather than ``sqrt(beta)`` (see :meth:`kappa`).
     beta_is_radius: ClassVar[bool] = False
@@ -358,7 +344,9 @@ class Policy(ABC):
             else set()
         )
         self.hyperparameter_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
-        self._initial_overrides = self._parse_initial(initial_hyperparameters)
+        self._initial_overrides = parse_initial_hyperparameters(
+            initial_hyperparameters, self.kernel
+        )
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
         self._x = torch.empty((0, self.dim), dtype=self.dtype)
@@ -461,22 +449,11 @@ class Policy(ABC):
         self._early_fit = None
         if not (self.learn_hyperparameters and self.dataset_size >= self.min_fit_size):
             return False
-        inputs = self._fit_inputs()
-        snapshot = self._snapshot()
         latest = max(
             (v for v in (self._last_suggest_time, self._last_observe_time) if v is not None),
             default=0.0,
         )
-        try:
-            result = self._fit(latest)
-            before = snapshot[0]
-            changed = {
-                k: v for k, v in self.__dict__.items() if k not in before or before[k] is not v
-            }
-            after = (changed, dict(self._gp.__dict__), self._generator.get_state())
-        finally:
-            self._restore(snapshot)
-        self._early_fit = (inputs, result, after)
+        self._early_fit = EarlyFit.run(self, lambda: self._fit(latest))
         return True
 
     def _fit_inputs(self) -> tuple[Any, ...]:
@@ -493,14 +470,9 @@ class Policy(ABC):
     def _fit_or_reuse(self, t: float) -> FitResult:
         """:meth:`_fit`, or the outcome of :meth:`refit` when it started from the same inputs."""
         early, self._early_fit = self._early_fit, None
-        if early is None or not _same(early[0], self._fit_inputs()):
+        if early is None or not early.matches(self):
             return self._fit(t)
-        _, result, (changed, gp_attributes, generator) = early
-        self.__dict__.update(changed)
-        self._gp.__dict__.clear()
-        self._gp.__dict__.update(gp_attributes)
-        self._generator.set_state(generator)
-        return result
+        return early.apply(self)
 
     def _run_iteration(self, t: float) -> Query:
         diag = Diagnostics(iteration=self._iteration + 1, time=t)
@@ -598,33 +570,16 @@ class Policy(ABC):
                 shapes, NaN/inf, ``|y|`` above the model's limit, or times out of order;
                 the policy is left unchanged.
         """
-        points = real_array("x", x)
-        if points.ndim != 2 or points.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (m, {self.dim}), got {points.shape}")
-        m = points.shape[0]
-        rows = [self._domain.validate_point(p) for p in points]
-        times = real_array("t", t)
-        if times.ndim > 1 or times.size not in (1, m):
-            raise ValueError(f"t must be one time or have shape ({m},), got {times.shape}")
-        times = np.broadcast_to(times.reshape(-1), (m,))
-        times = [self._validate_time(v) for v in times]
-        values = real_array("y", y)
-        if values.shape != (m,):
-            raise ValueError(f"y must have shape ({m},), got {values.shape}")
-        values = [finite_number(f"y[{i}]", v) for i, v in enumerate(values)]
-        for i, v in enumerate(values):
-            if abs(v) > self._max_abs_target:
-                raise ValueError(f"y[{i}] = {v} is too large to model")
-        for i, when in enumerate(times):
-            if i > 0 and when < times[i - 1]:
-                raise ValueError(f"t must be non-decreasing, but t[{i}] < t[{i - 1}]")
-        if m == 0:
+        points, rows, times, values = validate_answers(
+            self._domain, x, t, y, self._validate_time, self._max_abs_target
+        )
+        if not times:
             return
         self._check_time_order("observe_additional", times[0])
         indices = self._requests.match(points)
         snapshot = self._snapshot()
         try:
-            self._observe_additional(torch.stack(rows), torch.tensor(times), torch.tensor(values))
+            self._observe_additional(rows, torch.tensor(times), torch.tensor(values))
             self._requests.mark(indices)
         except BaseException:
             self._restore(snapshot)
@@ -978,32 +933,6 @@ class Policy(ABC):
     def _to_unit(self, x: torch.Tensor) -> torch.Tensor:
         """Points in original units -> the unit box (:meth:`SearchDomain.to_unit`)."""
         return self._domain.to_unit(x)
-
-    def _parse_initial(self, spec: Mapping[str, Any] | None) -> dict[str, Any]:
-        if spec is None:
-            return {}
-        if not isinstance(spec, Mapping):
-            raise ValueError(f"initial_hyperparameters must be a mapping, got {spec!r}")
-        allowed = {"outputscale", "lengthscale_space", "lengthscale_time", "noise"}
-        unknown = set(spec) - allowed
-        if unknown:
-            raise ValueError(f"unknown initial_hyperparameters keys: {sorted(unknown)}")
-        out = dict(spec)
-        if "lengthscale_space" in out:
-            ls = out["lengthscale_space"]
-            out["lengthscale_space"] = tuple(ls) if isinstance(ls, (list, tuple)) else (ls,)
-        for key, value in out.items():
-            values = value if key == "lengthscale_space" else (value,)
-            checked = tuple(finite_number(f"initial_hyperparameters[{key!r}]", v) for v in values)
-            out[key] = checked if key == "lengthscale_space" else checked[0]
-        # Validate now so a bad value fails at construction, naming the field.
-        Hyperparameters(
-            **{
-                "lengthscale_time": 1.0 if self.kernel.uses_time else None,
-                **out,
-            }
-        ).for_kernel(self.kernel)
-        return out
 
     # ================================================================== persistence
     def state_dict(self) -> dict[str, Any]:

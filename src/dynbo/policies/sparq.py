@@ -1,6 +1,6 @@
 """SparQ-GP-UCB and W-SparQ-GP-UCB: GP-UCB on fresh re-evaluations of a k-DPP subset.
 
-Mauduit, Berthier & Simonetto, No-Regret Gaussian Process Optimization of Time-Varying
+Mauduit, Berthier & Simonetto (2025), No-Regret Gaussian Process Optimization of Time-Varying
 Functions (Algorithms 1 and 2). Besides its main query, the policy asks for *additional*
 queries: fresh values ``f_t(x_s)`` at past inputs, taken at the current time
 (``Query.additional``, answered through ``Policy.observe_additional``).
@@ -87,7 +87,7 @@ class SparQGPUCB(Policy):
 
     name = "sparq-gp-ucb"
     reference = (
-        "Mauduit, Berthier & Simonetto, No-Regret Gaussian Process Optimization of "
+        "Mauduit, Berthier & Simonetto (2025), No-Regret Gaussian Process Optimization of "
         "Time-Varying Functions, Algorithm 1"
     )
     models_time = False
@@ -264,7 +264,7 @@ class WSparQGPUCB(SparQGPUCB):
 
     name = "w-sparq-gp-ucb"
     reference = (
-        "Mauduit, Berthier & Simonetto, No-Regret Gaussian Process Optimization of "
+        "Mauduit, Berthier & Simonetto (2025), No-Regret Gaussian Process Optimization of "
         "Time-Varying Functions, Algorithm 2 and eq. 32"
     )
     default_noise_model = "heteroscedastic"

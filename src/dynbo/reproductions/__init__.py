@@ -78,7 +78,7 @@ _REPRODUCTIONS: dict[str, str] = {
         "kernel, step clock, 20 seeds"
     ),
     "w-sparq-rkhs": (
-        "Mauduit, Berthier & Simonetto, No-Regret Gaussian Process Optimization of "
+        "Mauduit, Berthier & Simonetto (2025), No-Regret Gaussian Process Optimization of "
         "Time-Varying Functions, Sec. 4.1, Fig. 2; the paper's protocol: the drifting "
         "RKHS function x seven policies (SparQ-GP-UCB, W-SparQ-GP-UCB and five "
         "baselines), step clock, T = 500 steps, 30 seeds"
