@@ -44,6 +44,8 @@ def options_holding(name: str, n: int) -> dict:
             "br-gp-ucb": {"restart_every": 10**6},
             "r-gp-ucb": {"reset_every": 10**6},
             "et-gp-ucb": {"delta_B": 1e-300},  # a threshold no observation exceeds
+            # UI-TVBO takes the known noise variance: the data's (noise sd 0.05)
+            "ui-tvbo": {"noise_variance": 0.05**2},
         }.get(name, {}),
     }
 
