@@ -54,7 +54,7 @@ from dynbo.policies.additional import AdditionalRequests, validate_answers
 from dynbo.policies.domain import SearchDomain
 from dynbo.policies.early_fit import EarlyFit
 from dynbo.policies.records import Dataset, Diagnostics, Query
-from dynbo.policies.state import STATE_FORMAT, check_state
+from dynbo.policies.state import capture_state, check_state, restore_state
 from dynbo.validation import (
     MAX_ABS_TIME,
     boolean,
@@ -940,25 +940,7 @@ class Policy(ABC):
 
         Safe for ``torch.save`` and ``torch.load(weights_only=True)``.
         """
-        gp = self._gp
-        return {
-            "format": STATE_FORMAT,
-            "policy": self.name,
-            "config": self.config,
-            "iteration": self._iteration,
-            "fitted": self._fitted,
-            "time_scale": self._time_scale,
-            "first_time": self._first_time,
-            "last_suggest_time": self._last_suggest_time,
-            "last_observe_time": self._last_observe_time,
-            "data": {"x": self._x.clone(), "t": self._t.clone(), "y": self._y.clone()},
-            "gp": gp.state_dict(),
-            "generator": self._generator.get_state(),
-            "diagnostics": None if self._diagnostics is None else self._diagnostics.as_dict(),
-            "extra": self._extra_state(),
-            "latency": {"delays": self._delays.state(), "awaiting": self._awaiting},
-            "additional": self._requests.state(),
-        }
+        return capture_state(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a state produced by :meth:`state_dict` of the same policy and config.
@@ -970,36 +952,7 @@ class Policy(ABC):
         self._check_state(state)
         snapshot = self._snapshot()
         try:
-            data = state["data"]
-            self._x = data["x"].clone().to(self.dtype)
-            self._t = data["t"].clone().to(self.dtype)
-            self._y = data["y"].clone().to(self.dtype)
-            self._gp.load_state_dict(state["gp"])
-            self._iteration = int(state["iteration"])
-            self._fitted = bool(state["fitted"])
-            self._time_scale = state["time_scale"]
-            self._first_time = state["first_time"]
-            self._last_suggest_time = state["last_suggest_time"]
-            self._last_observe_time = state["last_observe_time"]
-            self._generator.set_state(state["generator"])
-            diag = state["diagnostics"]
-            self._diagnostics = None if diag is None else Diagnostics(**diag)
-            self._load_extra_state(state["extra"])
-            # states saved before latency-aware acquisition existed have no delays
-            latency = state.get("latency") or {"delays": {}, "awaiting": None}
-            self._delays = DurationTable.from_state(latency["delays"])
-            additional = state.get("additional")
-            self._requests = (
-                self._no_requests()
-                if additional is None
-                else AdditionalRequests.from_state(additional, self._domain.tolerance())
-            )
-            awaiting = latency["awaiting"]
-            self._awaiting = (
-                None
-                if awaiting is None
-                else (float(awaiting[0]), int(awaiting[1]), float(awaiting[2]))
-            )
+            restore_state(self, state)
         except Exception as err:  # noqa: BLE001 - any malformed piece: state unchanged
             self._restore(snapshot)
             raise ValueError(f"invalid policy state: {type(err).__name__}: {err}") from None

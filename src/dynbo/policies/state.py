@@ -8,11 +8,18 @@ another format, policy or configuration, or an incomplete or inconsistent one, w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-__all__ = ["STATE_FORMAT", "check_state"]
+from dynbo.acquisition.latency import DurationTable
+from dynbo.policies.additional import AdditionalRequests
+from dynbo.policies.records import Diagnostics
+
+if TYPE_CHECKING:
+    from dynbo.policies.base import Policy
+
+__all__ = ["STATE_FORMAT", "capture_state", "check_state", "restore_state"]
 
 #: version of the ``state_dict`` layout.
 STATE_FORMAT = 2
@@ -98,3 +105,62 @@ def check_state(
     for name, (got, want) in shapes.items():
         if tuple(got) != want:
             raise ValueError(f"policy state: {name} has shape {tuple(got)}, expected {want}")
+
+
+def capture_state(policy: Policy) -> dict[str, Any]:
+    """``Policy.state_dict``: the policy's whole state as plain values and tensors (copies)."""
+    diagnostics = policy._diagnostics
+    return {
+        "format": STATE_FORMAT,
+        "policy": policy.name,
+        "config": policy.config,
+        "iteration": policy._iteration,
+        "fitted": policy._fitted,
+        "time_scale": policy._time_scale,
+        "first_time": policy._first_time,
+        "last_suggest_time": policy._last_suggest_time,
+        "last_observe_time": policy._last_observe_time,
+        "data": {"x": policy._x.clone(), "t": policy._t.clone(), "y": policy._y.clone()},
+        "gp": policy._gp.state_dict(),
+        "generator": policy._generator.get_state(),
+        "diagnostics": None if diagnostics is None else diagnostics.as_dict(),
+        "extra": policy._extra_state(),
+        "latency": {"delays": policy._delays.state(), "awaiting": policy._awaiting},
+        "additional": policy._requests.state(),
+    }
+
+
+def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
+    """Put a checked state (:func:`check_state`) into ``policy``.
+
+    It may fail half-way on a malformed piece: ``Policy.load_state_dict`` snapshots the
+    policy first and restores it then.
+    """
+    data = state["data"]
+    policy._x = data["x"].clone().to(policy.dtype)
+    policy._t = data["t"].clone().to(policy.dtype)
+    policy._y = data["y"].clone().to(policy.dtype)
+    policy._gp.load_state_dict(state["gp"])
+    policy._iteration = int(state["iteration"])
+    policy._fitted = bool(state["fitted"])
+    policy._time_scale = state["time_scale"]
+    policy._first_time = state["first_time"]
+    policy._last_suggest_time = state["last_suggest_time"]
+    policy._last_observe_time = state["last_observe_time"]
+    policy._generator.set_state(state["generator"])
+    diagnostics = state["diagnostics"]
+    policy._diagnostics = None if diagnostics is None else Diagnostics(**diagnostics)
+    policy._load_extra_state(state["extra"])
+    # states saved before latency-aware acquisition (or additional queries) have none
+    latency = state.get("latency") or {"delays": {}, "awaiting": None}
+    policy._delays = DurationTable.from_state(latency["delays"])
+    awaiting = latency["awaiting"]
+    policy._awaiting = (
+        None if awaiting is None else (float(awaiting[0]), int(awaiting[1]), float(awaiting[2]))
+    )
+    additional = state.get("additional")
+    policy._requests = (
+        policy._no_requests()
+        if additional is None
+        else AdditionalRequests.from_state(additional, policy._domain.tolerance())
+    )
