@@ -217,58 +217,33 @@ def test_report_and_show_commands_read_the_store_only(tmp_path, capsys):
     assert "matches no campaign" in capsys.readouterr().err
 
 
-def _chromium():
-    import os
-    import shutil
-
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if browser and driver:
-        return browser, driver
-    if os.environ.get("DYNBO_REQUIRE_BROWSER"):
-        pytest.fail("DYNBO_REQUIRE_BROWSER is set but chromium / chromedriver are missing")
-    pytest.skip("chromium and chromedriver are not installed (.ci/run installs them)")
-
-
-def test_the_html_report_in_a_real_headless_browser(tmp_path):
-    browser, driver_path = _chromium()
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
+def test_the_html_report_in_a_real_headless_browser(tmp_path, headless_chromium):
     from dynbo.report.html import write_report
 
     path = tmp_path / "s.sqlite"
     build_store(path).close()
     page = write_report(path, tmp_path / "rep")
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(driver_path))
-    try:
-        driver.get(page.as_uri())
-        assert driver.execute_script("return document.readyState") == "complete"
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert errors == []
-        sizes = driver.execute_script(
-            "return Array.from(document.images).map(i => [i.naturalWidth, i.naturalHeight])"
-        )
-        assert len(sizes) == 3 and all(w > 0 and h > 0 for w, h in sizes)
-        # in every row of the first table, the bold cell holds the row's smallest mean
-        rows = driver.execute_script(
-            "return Array.from(document.querySelector('table.results').tBodies[0].rows).map("
-            "r => Array.from(r.querySelectorAll('td')).filter(c => c.dataset.mean).map("
-            "c => [parseFloat(c.dataset.mean), c.querySelector('b') !== null]))"
-        )
-        assert len(rows) == 3
-        for cells in rows:
-            bold = [mean for mean, is_bold in cells if is_bold]
-            assert bold == [min(mean for mean, _ in cells)]
-        driver.save_screenshot(str(tmp_path / "report.png"))
-        assert_png_not_blank(tmp_path / "report.png")
-    finally:
-        driver.quit()
+    driver = headless_chromium(1200, 1600)
+    driver.get(page.as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    sizes = driver.execute_script(
+        "return Array.from(document.images).map(i => [i.naturalWidth, i.naturalHeight])"
+    )
+    assert len(sizes) == 3 and all(w > 0 and h > 0 for w, h in sizes)
+    # in every row of the first table, the bold cell holds the row's smallest mean
+    rows = driver.execute_script(
+        "return Array.from(document.querySelector('table.results').tBodies[0].rows).map("
+        "r => Array.from(r.querySelectorAll('td')).filter(c => c.dataset.mean).map("
+        "c => [parseFloat(c.dataset.mean), c.querySelector('b') !== null]))"
+    )
+    assert len(rows) == 3
+    for cells in rows:
+        bold = [mean for mean, is_bold in cells if is_bold]
+        assert bold == [min(mean for mean, _ in cells)]
+    driver.save_screenshot(str(tmp_path / "report.png"))
+    assert_png_not_blank(tmp_path / "report.png")
 
 
 def test_the_run_animation_is_a_gif_with_several_frames(tmp_path):

@@ -9,8 +9,6 @@ in a real headless browser.
 import base64
 import contextlib
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -552,53 +550,31 @@ def test_background_failures_are_logged_and_shutdown_leaves_no_thread(
 # ---------------------------------------------------------------------- dashboard
 
 
-def _chromium():
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if browser and driver:
-        return browser, driver
-    if os.environ.get("DYNBO_REQUIRE_BROWSER"):
-        pytest.fail("DYNBO_REQUIRE_BROWSER is set but chromium / chromedriver are missing")
-    pytest.skip("chromium and chromedriver are not installed (.ci/run installs them)")
-
-
-def test_the_dashboard_in_a_real_headless_browser(server, client, tmp_path):
-    browser, driver_path = _chromium()
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
+def test_the_dashboard_in_a_real_headless_browser(server, client, tmp_path, headless_chromium):
     for name, policy in (("dash-a", "gp-ucb"), ("dash-b", "st-gp-ucb")):
         client.create_study(name, policy, [[0.0], [1.0]], options=CHEAP, clock="client")
         for k in range(3):
             q = client.suggest(name, t=float(k))
             client.observe(name, f(q.x, q.t), query_id=q.query_id)
     studies = client.studies()
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1000,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(driver_path))
-    try:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd(
-            "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Bearer {TOKEN}"}}
-        )
-        driver.get(server.url + "/")
-        assert driver.execute_script("return document.readyState") == "complete"
-        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-        assert errors == []
-        plots = driver.execute_script(
-            "return Array.from(document.querySelectorAll('svg.study-plot')).map("
-            "s => [s.getAttribute('aria-label'), s.querySelectorAll('circle').length,"
-            " s.querySelectorAll('path').length])"
-        )
-        assert len(plots) == len(studies)
-        by_name = {label.rsplit(" ", 1)[-1]: (dots, lines) for label, dots, lines in plots}
-        assert by_name["dash-a"] == (3, 2) and by_name["dash-b"] == (3, 2)
-        driver.save_screenshot(str(tmp_path / "dashboard.png"))
-        assert (tmp_path / "dashboard.png").stat().st_size > 5000
-    finally:
-        driver.quit()
+    driver = headless_chromium(1000, 900)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd(
+        "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Bearer {TOKEN}"}}
+    )
+    driver.get(server.url + "/")
+    assert driver.execute_script("return document.readyState") == "complete"
+    errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert errors == []
+    plots = driver.execute_script(
+        "return Array.from(document.querySelectorAll('svg.study-plot')).map("
+        "s => [s.getAttribute('aria-label'), s.querySelectorAll('circle').length,"
+        " s.querySelectorAll('path').length])"
+    )
+    assert len(plots) == len(studies)
+    by_name = {label.rsplit(" ", 1)[-1]: (dots, lines) for label, dots, lines in plots}
+    assert by_name["dash-a"] == (3, 2) and by_name["dash-b"] == (3, 2)
+    driver.save_screenshot(str(tmp_path / "dashboard.png"))
+    assert (tmp_path / "dashboard.png").stat().st_size > 5000
     for name in ("dash-a", "dash-b"):
         client.delete_study(name)

@@ -10,13 +10,7 @@ from dynbo.policies import Policy
 from dynbo.service import ServiceStore, StudyManager
 from dynbo.service.studies import Conflict, Invalid, NotFound, Unavailable
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 CHEAP = {"raw_samples": 32, "restarts": 2, "acquisition_iterations": 20, "fit_iterations": 10}

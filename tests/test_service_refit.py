@@ -2,37 +2,16 @@
 
 import numpy as np
 import pytest
-import torch
 
 from dynbo.policies import make
+from tests.test_policy_base import assert_states_equal
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def moving_peak(x, t):
     c = np.array([0.5 + 0.3 * np.sin(t / 10), 0.5])
     return -float(np.sum((np.asarray(x) - c) ** 2))
-
-
-def assert_states_equal(a, b):
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            assert_states_equal(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for u, v in zip(a, b):
-            assert_states_equal(u, v)
-    else:
-        assert a == b or (isinstance(a, float) and np.isnan(a) and np.isnan(b))
 
 
 def without_timings(state):

@@ -71,8 +71,9 @@ class KDPPSample:
 def chain_steps(n: int, size: int, c_mix: float = 1.0, max_steps: int = 10_000) -> int:
     """``ceil(c_mix N M (ln ln(N + 2) + ln M + 2 ln N))``, at most ``max_steps``.
 
-    The cost SEED-003 quotes for its sampler, ``t Q (log log t + log Q + log(1/eps^2))``
-    steps with ``eps = 1/N``; 0 when there is nothing to choose (``N <= M``).
+    The cost Mauduit, Berthier & Simonetto (2025) quote for their sampler, ``t Q (log log t
+    + log Q + log(1/eps^2))`` steps with ``eps = 1/N``; 0 when there is nothing to choose
+    (``N <= M``).
     """
     if n <= size or size < 1:
         return 0

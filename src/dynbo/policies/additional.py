@@ -41,11 +41,6 @@ class AdditionalRequests:
     def __len__(self) -> int:
         return int(self.points.shape[0])
 
-    @property
-    def outstanding(self) -> int:
-        """How many requested points have not been answered yet."""
-        return int((~self.answered).sum())
-
     def match(self, x: np.ndarray) -> np.ndarray:
         """The request each row of ``x`` answers (changes nothing).
 
