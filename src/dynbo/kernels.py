@@ -36,6 +36,7 @@ __all__ = [
     "as_family",
     "correlation",
     "correlation_np",
+    "correlation_and_radial_derivative",
     "correlation_and_scale_derivative",
     "matern_polynomial",
     "spectral_density",
@@ -146,6 +147,36 @@ def correlation_and_scale_derivative(
     value = (square_third + s).add_(1.0).mul_(e)
     derivative = square_third.mul_(e)
     return value, derivative.addcmul_(derivative, s)
+
+
+def correlation_and_radial_derivative(
+    family: FamilyLike, r: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k(r)`` and ``k'(r) / r`` at scaled distances ``r >= 0`` (any shape).
+
+    The gradient of ``k(||x - x'|| / l)`` in ``x`` is ``(k'(r) / r) (x - x') / l^2``, so
+    this pair gives closed-form acquisition gradients without autograd. ``k'(r) / r`` is
+    ``-exp(-r^2/2)`` (SE), ``-3 exp(-sqrt(3) r)`` (Matern-3/2) and
+    ``-(5/3) (1 + sqrt(5) r) exp(-sqrt(5) r)`` (Matern-5/2): finite at ``r = 0``, where
+    the kernels are differentiable.
+
+    Raises:
+        ValueError: for Matern-1/2, which is not differentiable at ``r = 0``.
+    """
+    fam = as_family(family)
+    if fam is Family.MATERN12:
+        raise ValueError("the Matern-1/2 correlation is not differentiable at zero distance")
+    if fam is Family.SE:
+        value = (r * r).mul_(-0.5).exp_()
+        return value, -value
+    if fam is Family.MATERN32:
+        s = r * math.sqrt(3.0)
+        e = s.neg().exp_()
+        return (s + 1.0).mul_(e), e.mul(-3.0)
+    s = r * math.sqrt(5.0)
+    e = s.neg().exp_()
+    value = (s * s).mul_(1.0 / 3.0).add_(s).add_(1.0).mul_(e)
+    return value, (s + 1.0).mul_(e).mul_(-5.0 / 3.0)
 
 
 def correlation_np(family: FamilyLike, r: np.ndarray | float) -> np.ndarray:

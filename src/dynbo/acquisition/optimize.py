@@ -2,8 +2,10 @@
 
 Box search (the papers' practice, via BoTorch's ``optimize_acqf`` in the W-DBO code):
 evaluate a scrambled Sobol sample of ``raw_samples`` points, start L-BFGS-B from the
-``restarts`` best of them (plus any caller-given starts), and run the starts together
-with one autograd pass per step for all of them. Each start is its own L-BFGS-B problem
+``restarts`` best of them (plus any caller-given starts), and run the starts together,
+evaluating all of them in one call per step (values and gradients in closed form where
+the acquisition has them, :func:`values_and_gradients`; autograd otherwise). Each start
+is its own L-BFGS-B problem
 (BoTorch's batched port of SciPy's L-BFGS-B, ``fmin_l_bfgs_b_batched``): its own curvature
 memory, line search and stopping test, and a start that converged is no longer
 evaluated. The older formulation, one L-BFGS-B run on the sum of the starts' values, is
@@ -25,7 +27,13 @@ import scipy.optimize
 import scipy.stats
 import torch
 
-__all__ = ["BoxSearch", "maximize_acquisition", "maximize_on_box", "maximize_on_candidates"]
+__all__ = [
+    "BoxSearch",
+    "maximize_acquisition",
+    "maximize_on_box",
+    "maximize_on_candidates",
+    "values_and_gradients",
+]
 
 #: time points per candidate when an acquisition that searches time too (a look-ahead
 #: window) is maximized over a finite set.
@@ -117,12 +125,9 @@ def maximize_on_box(
         return _best(acquisition, final, best_raw, best_raw_value)
 
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        x = torch.tensor(flat, dtype=dtype, device=device).reshape(k, dim).requires_grad_(True)
-        total = -acquisition(x).sum()
-        if not total.requires_grad:  # a constant acquisition (e.g. the prior of an empty GP)
-            return float(total), np.zeros(k * dim)
-        (grad,) = torch.autograd.grad(total, x)
-        return float(total.detach()), grad.detach().cpu().numpy().reshape(-1).astype(float)
+        x = torch.tensor(flat, dtype=dtype, device=device).reshape(k, dim)
+        values, grad = values_and_gradients(acquisition, x)
+        return -float(values.sum()), -grad.cpu().numpy().reshape(-1).astype(float)
 
     result = scipy.optimize.minimize(
         objective,
@@ -136,6 +141,29 @@ def maximize_on_box(
         record.update(evaluations=int(result.nfev), iterations=int(result.nit))
     final = torch.tensor(result.x, dtype=dtype, device=device).reshape(k, dim).clamp(0.0, 1.0)
     return _best(acquisition, final, best_raw, best_raw_value)
+
+
+def values_and_gradients(
+    acquisition: AcquisitionFn, points: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(m,)`` acquisition values at ``(m, dim)`` points and their ``(m, dim)`` gradients.
+
+    From the acquisition's ``value_and_gradient`` where it has one that applies (closed
+    form, no autograd graph: the search's inner loop), otherwise by autograd through
+    the call. Both detached.
+    """
+    closed_form = getattr(acquisition, "value_and_gradient", None)
+    if closed_form is not None:
+        with torch.no_grad():
+            result = closed_form(points)
+        if result is not None:
+            return result
+    x = points.detach().clone().requires_grad_(True)
+    values = acquisition(x)
+    if not values.requires_grad:  # a constant acquisition (e.g. the prior of an empty GP)
+        return values.detach(), torch.zeros_like(x)
+    (grad,) = torch.autograd.grad(values.sum(), x)
+    return values.detach(), grad
 
 
 def _best(
@@ -178,16 +206,9 @@ def _maximize_per_start(
     def objective(flat: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
         nonlocal calls
         calls += 1
-        x = torch.as_tensor(flat, dtype=starts.dtype, device=starts.device)
-        x = x.reshape(-1, dim).clone().requires_grad_(True)
-        values = -acquisition(x)
-        if not values.requires_grad:  # a constant acquisition (the prior of an empty GP)
-            return values.detach().cpu().numpy().astype(float), np.zeros((x.shape[0], dim))
-        (grad,) = torch.autograd.grad(values.sum(), x)
-        return (
-            values.detach().cpu().numpy().astype(float),
-            grad.detach().cpu().numpy().astype(float),
-        )
+        x = torch.as_tensor(flat, dtype=starts.dtype, device=starts.device).reshape(-1, dim)
+        values, grad = values_and_gradients(acquisition, x)
+        return -values.cpu().numpy().astype(float), -grad.cpu().numpy().astype(float)
 
     xs, _, results = batched(
         func=objective,

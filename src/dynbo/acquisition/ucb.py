@@ -358,3 +358,24 @@ class UpperConfidenceBound:
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
         mean, var = self.gp.predict(self.inputs(points), standardized=True)
         return self.sign * mean + self.kappa * var.sqrt()
+
+    def value_and_gradient(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Values ``(m,)`` at ``(m, d)`` unit-box points and their gradients ``(m, d)``.
+
+        In closed form (:meth:`SpatioTemporalGP.posterior_with_gradient`), the same
+        numbers as autograd through :meth:`__call__` to rounding; ``None`` where there is
+        none (a look-ahead window searches time too, the model or its kernel has no
+        closed form, no data): the caller then differentiates :meth:`__call__`.
+        """
+        if self.time_window is not None:
+            return None
+        closed_form = getattr(self.gp, "posterior_with_gradient", None)
+        posterior = None if closed_form is None else closed_form(self.inputs(points))
+        if posterior is None:
+            return None
+        sd = posterior.variance.sqrt()
+        values = self.sign * posterior.mean + self.kappa * sd
+        gradients = (self.sign * posterior.mean_gradient).add_(
+            posterior.variance_gradient * (0.5 * self.kappa / sd).reshape(-1, 1)
+        )
+        return values, gradients

@@ -6,7 +6,7 @@ from dynbo.models.fit import (
     epsilon_gradient,
     fit_hyperparameters,
 )
-from dynbo.models.gp import SpatioTemporalGP
+from dynbo.models.gp import PosteriorGradient, SpatioTemporalGP
 from dynbo.models.kernel import (
     ArmCovariance,
     HyperparameterBounds,
@@ -27,6 +27,7 @@ __all__ = [
     "KernelSpec",
     "NegativeLogMarginalLikelihood",
     "NumericalError",
+    "PosteriorGradient",
     "SpatioTemporalGP",
     "WeightedRidgeView",
     "epsilon_gradient",

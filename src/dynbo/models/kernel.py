@@ -31,12 +31,19 @@ from typing import Any
 
 import torch
 
-from dynbo.kernels import Family, as_family, correlation, correlation_and_scale_derivative
+from dynbo.kernels import (
+    Family,
+    as_family,
+    correlation,
+    correlation_and_radial_derivative,
+    correlation_and_scale_derivative,
+)
 
 __all__ = [
     "parse_initial_hyperparameters",
     "WIENER",
     "ArmCovariance",
+    "CrossCovarianceGradient",
     "KernelSpec",
     "as_temporal",
     "Hyperparameters",
@@ -108,6 +115,37 @@ class ArmCovariance:
     def variance(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., n)`` diagonal entries ``K[a(x_i), a(x_i)]``."""
         return self.matrix.diagonal().to(dtype=x.dtype, device=x.device)[self.index(x)]
+
+
+@dataclass(frozen=True)
+class CrossCovarianceGradient:
+    """A cross-covariance and its gradients in the spatial coordinates of its first inputs.
+
+    For a stationary spatial factor, ``d value_ij / d x_i = radial_ij (x_i - x'_j) / l^2``
+    (``l^2`` per dimension under ARD), so every gradient the acquisition needs is a
+    weighted sum over the data, :meth:`contract`: two matrix products instead of an
+    autograd graph of the whole prediction.
+
+    Attributes:
+        value: ``(m, n)`` covariances ``k(z_i, z'_j)``.
+        radial: ``(m, n)`` the factors above (the scale and the temporal factor included).
+        points: ``(m, d)`` spatial coordinates ``x_i`` of the first inputs.
+        data: ``(n, d)`` spatial coordinates ``x'_j`` of the second inputs.
+        inverse_square_lengthscale: ``(1,)`` or ``(d,)`` ``1 / l^2``.
+    """
+
+    value: torch.Tensor
+    radial: torch.Tensor
+    points: torch.Tensor
+    data: torch.Tensor
+    inverse_square_lengthscale: torch.Tensor
+
+    def contract(self, weights: torch.Tensor) -> torch.Tensor:
+        """``sum_j weights_ij d value_ij / d x_i``: ``(m, d)`` for ``(m, n)`` or ``(n,)``."""
+        w = self.radial * weights
+        return (w.sum(-1, keepdim=True) * self.points - w @ self.data).mul_(
+            self.inverse_square_lengthscale
+        )
 
 
 @dataclass(frozen=True)
@@ -241,6 +279,44 @@ class KernelSpec:
             argument = self.temporal_argument(inputs1[..., d], inputs2[..., d])
             corr = corr * self.temporal_factor(argument / lengthscale_time)
         return corr
+
+    def covariance_with_gradient(
+        self,
+        inputs1: torch.Tensor,
+        inputs2: torch.Tensor,
+        lengthscale_space: torch.Tensor,
+        lengthscale_time: torch.Tensor | float | None,
+        scale: float = 1.0,
+    ) -> CrossCovarianceGradient | None:
+        """``scale * k_S * k_T`` of ``(m, input_dim)`` against ``(n, input_dim)`` inputs.
+
+        The gradients are in the spatial coordinates of ``inputs1``; its time column (if
+        any) is held fixed, as when an acquisition is maximized at a given time.
+
+        Returns:
+            a :class:`CrossCovarianceGradient`, or ``None`` where ``k_S`` has no gradient
+            everywhere (Matern-1/2 at zero distance) or is a given arm covariance.
+        """
+        if self.arms is not None or self.spatial is Family.MATERN12:
+            return None
+        d = self.dim
+        inverse_square = (lengthscale_space * lengthscale_space).reciprocal()
+        points, data = inputs1[:, :d], inputs2[:, :d]
+        diff = points[:, None, :] - data[None, :, :]
+        r = (diff * diff).mul_(inverse_square).sum(-1).sqrt_()
+        value, radial = correlation_and_radial_derivative(self.spatial, r)
+        factor: torch.Tensor | float = scale
+        if self.temporal is not None:
+            assert lengthscale_time is not None
+            argument = self.temporal_argument(inputs1[:, d], inputs2[:, d])
+            factor = self.temporal_factor(argument / lengthscale_time).mul_(scale)
+        return CrossCovarianceGradient(
+            value=value.mul_(factor),
+            radial=radial.mul_(factor),
+            points=points,
+            data=data,
+            inverse_square_lengthscale=inverse_square,
+        )
 
     def spatial_only(self) -> KernelSpec:
         """The same spatial part without time."""

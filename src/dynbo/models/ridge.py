@@ -26,11 +26,12 @@ weights they equal the GP variance (the convention of the unweighted policies he
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import torch
 
-from dynbo.models.gp import SpatioTemporalGP
+from dynbo.models.gp import PosteriorGradient, SpatioTemporalGP
 
 __all__ = ["WIDTHS", "ridge_width", "WeightedRidgeView"]
 
@@ -109,3 +110,29 @@ class WeightedRidgeView:
             self.width,
         )
         return mean.reshape(shape), squared.reshape(shape)
+
+    def posterior_with_gradient(self, test_inputs: torch.Tensor) -> PosteriorGradient | None:
+        """The mean and the chosen width squared at ``(m, input_dim)`` points, with gradients.
+
+        The sandwich correction ``lambda_r sum_s c_s b_s^2`` (``c_s = 1 - 1/w_s``,
+        ``b = Delta^{-1} k``) has gradient ``2 lambda_r sum_s (Delta^{-1} (c o b))_s dk_s/dx``:
+        one more Cholesky solve than the GP's variance. ``None`` where the GP has no
+        closed-form gradient (:meth:`SpatioTemporalGP.posterior_with_gradient`).
+        """
+        gp = self.gp
+        posterior = gp.posterior_with_gradient(test_inputs)
+        if posterior is None or self.width == "plain":
+            return posterior
+        b = posterior.representer  # (n, m)
+        weights = (1.0 - gp.noise_scale).reshape(-1, 1)
+        regularizer = gp.hyperparameters.noise
+        # c_s <= 0: where the GP's variance sits at its floor, so does the width
+        squared = posterior.variance + regularizer * (weights * b * b).sum(0)
+        projected = torch.cholesky_solve(weights * b, gp.cholesky_factor)  # (n, m)
+        gradient = posterior.variance_gradient + posterior.cross.contract(projected.T).mul_(
+            2.0 * regularizer
+        )
+        gradient.masked_fill_((squared < _MIN_WIDTH).unsqueeze(-1), 0.0)
+        return replace(
+            posterior, variance=squared.clamp_min(_MIN_WIDTH), variance_gradient=gradient
+        )
