@@ -441,8 +441,8 @@ class SpatioTemporalGP:
         The acquisition's inner loop: ``d mu / dx = sum_j alpha_j dk_j / dx`` and
         ``d sigma^2 / dx = -2 sum_j (Delta^{-1} k)_j dk_j / dx`` through
         :meth:`KernelSpec.covariance_with_gradient`, with the same triangular solves as
-        :meth:`predict`; no autograd graph (three to four times fewer tensor operations
-        per call, see ``benchmarks/acquisition_gradient.py``). Time columns are held fixed.
+        :meth:`predict` and no autograd graph: about twice as fast per call up to
+        ``n = 200`` (``benchmarks/acquisition_gradient.py``). Time columns are held fixed.
 
         Returns:
             a :class:`PosteriorGradient` in standardized units, or ``None`` where the
