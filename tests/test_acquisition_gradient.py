@@ -178,3 +178,29 @@ def test_box_search_finds_the_same_maximum_with_either_gradient():
     assert v1 == pytest.approx(v2, rel=1e-12)
     assert abs(e1 - e2) <= 2
     assert math.isfinite(v1) and np.isfinite(x1.numpy()).all()
+
+
+def test_summed_fallback_search_uses_the_closed_form_too(monkeypatch):
+    import dynbo.acquisition.optimize as optimize
+
+    gp = fitted("matern52", None, n=40)
+    acq = UpperConfidenceBound(gp, 1.5)
+    calls = {"closed": 0}
+    closed_form = acq.value_and_gradient
+
+    def counted(points):
+        calls["closed"] += 1
+        return closed_form(points)
+
+    monkeypatch.setattr(acq, "value_and_gradient", counted)
+    monkeypatch.setattr(optimize, "_batched_lbfgs_b", lambda: None)
+    x, value = maximize_on_box(
+        acq, 2, search=BoxSearch(256, 4), generator=torch.Generator().manual_seed(2)
+    )
+    assert calls["closed"] > 0
+    # a stationary point of the UCB (or on the box's boundary)
+    _, grad = autograd_ucb(acq, x.reshape(1, -1))
+    inside = (x > 1e-9) & (x < 1 - 1e-9)
+    assert float(torch.where(inside, grad[0], 0.0).abs().max()) < 1e-3
+    with torch.no_grad():
+        assert value == pytest.approx(float(acq(x.reshape(1, -1))), rel=1e-12)
