@@ -341,6 +341,16 @@ def test_theory_beta_schedules_are_eq_16_and_19():
     assert make_beta_schedule({"kind": "information_gain", "R": None}) == InformationGainBeta()
     with pytest.raises(ValueError, match="delta"):
         make_beta_schedule({"kind": "r_gp_ucb_theory", "delta": 2})
+    # parameters for which the bound's sqrt(log(.)) is undefined, or the value infinite,
+    # are refused when the schedule is made, not at the first suggest
+    with pytest.raises(ValueError, match=r"undefined for a = 0.001.*2 a pi\^2 / \(3 delta\) > 1"):
+        make_beta_schedule({"kind": "r_gp_ucb_theory", "a": 1e-3})
+    with pytest.raises(ValueError, match="undefined for a = 1e\\+308"):
+        make_beta_schedule({"kind": "tv_gp_ucb_theory", "a": 1e308})
+    with pytest.raises(ValueError, match="c2 must be finite and > 0"):
+        make_beta_schedule({"kind": "log_time", "c2": 0})
+    with pytest.raises(ValueError, match="c2"):
+        make("gp-ucb", bounds=[[0.0], [1.0]], beta={"kind": "log_time", "c2": 0})
 
 
 # ---------------------------------------------------------------- every policy

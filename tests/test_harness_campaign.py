@@ -294,6 +294,14 @@ def test_calibrate_fits_and_stores_a_model_that_campaigns_use(tmp_path, capsys, 
             'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\n[protocol]\nclock="modeled"\nresponse_time=5',
             "4 cubic coefficients",
         ),
+        (
+            'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\nseeds=9000000000000000000',
+            "seeds must be a count from 1 to 100000",
+        ),
+        (
+            'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\n[protocol]\nthreads=2.5',
+            "threads must be a positive integer",
+        ),
     ],
 )
 def test_cli_bad_campaign_values_are_one_line(toml, message, tmp_path, capsys):

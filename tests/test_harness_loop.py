@@ -145,6 +145,44 @@ def test_protocol_validation():
         Protocol(clock="lunar")
     with pytest.raises(ValueError, match="warmup"):
         Protocol(warmup=-2)
+    # wrong types are ValueErrors that name the field, never TypeError or OverflowError
+    for kwargs, field in [
+        ({"threads": 2.5}, "threads"),
+        ({"threads": True}, "threads"),
+        ({"threads": float("nan")}, "threads"),
+        ({"horizon": [1]}, "horizon"),
+        ({"horizon": 10**400}, "horizon"),
+        ({"warmup_fraction": "0.1"}, "warmup_fraction"),
+        ({"cost": True}, "cost"),
+        ({"cost": 10**400}, "cost"),
+        ({"additional_cost": True}, "additional_cost"),
+        ({"clock": "modeled", "response_time": 0.1}, "response_time"),
+        ({"clock": "modeled", "response_time": (0.1, 0.0)}, "response_time"),
+        ({"clock": ["step"]}, "clock"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            Protocol(**kwargs)
+    # a modeled clock that never advances would loop for ever
+    with pytest.raises(ValueError, match="never advance"):
+        Protocol(clock="modeled", response_time=(0, 0, 0, 0), cost=0)
+    assert Protocol(clock="modeled", response_time=(0, 0, 0, 0), cost=0.1).cost == 0.1
+
+
+def test_a_frozen_modeled_clock_is_a_named_run_error():
+    # the benchmark's own cost is 0 here: known only when the run starts
+    from dynbo import benchmarks
+
+    bench = benchmarks.get("ackley", dim=2, cost=0.0)
+    result = execute(
+        RunSpec(
+            benchmark="ackley",
+            policy="gp-ucb",
+            seed=0,
+            protocol=Protocol(clock="modeled", response_time=(0, 0, 0, 0), horizon=5, warmup=2),
+        ),
+        benchmark=bench,
+    )
+    assert result.status == "failed" and "never advance" in result.error
 
 
 def test_run_identity_depends_on_what_determines_the_run():

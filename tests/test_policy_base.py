@@ -82,6 +82,22 @@ def test_save_and_load_file(tmp_path):
     np.testing.assert_array_equal(q.suggest(2.0).x, p.suggest(2.0).x)
 
 
+def test_set_valued_options_save_and_load(tmp_path):
+    # a frozenset of fixed hyperparameters must not make the saved state unloadable
+    p = make(
+        "gp-ucb",
+        bounds=[[0.0, 0.0], [1.0, 1.0]],
+        seed=0,
+        hyperparameter_bounds={"fixed": frozenset({"noise", "outputscale"})},
+    )
+    p.observe([0.2, 0.3], 0.0, 1.0)
+    path = str(tmp_path / "policy.pt")
+    p.save(path)
+    q = Policy.load(path)
+    assert q.config["hyperparameter_bounds"]["fixed"] == ["noise", "outputscale"]
+    np.testing.assert_array_equal(q.suggest(1.0).x, p.suggest(1.0).x)
+
+
 BAD_OBSERVATIONS = [
     (([0.5], 1.0, 0.0), "shape"),
     (([0.5, 1.0, 0.2], 1.0, 0.0), "shape"),

@@ -382,6 +382,43 @@ def test_observe_additional_validates_and_leaves_the_policy_unchanged():
         g.observe_additional([[0.5]], 0.0, [1.0])
 
 
+def test_additional_answers_keep_float64_times_and_values():
+    # times near 1e9 and values with 12 digits: a detour through torch's default dtype
+    # (float32 in a user's session; the test suite sets float64) would move them
+    p = make("sparq-gp-ucb", bounds=[[0.0, 0.0], [1.0, 1.0]], seed=0)
+    p.observe([0.1, 0.1], 1e9, 1.0)
+    q = p.suggest(1e9 + 0.25)
+    p.observe(q.x, 1e9 + 0.25, 2.0)
+    assert len(q.additional) > 0
+    torch.set_default_dtype(torch.float32)
+    try:
+        p.observe_additional(q.additional[:1], 1e9 + 0.5, [123456789.123])
+    finally:
+        torch.set_default_dtype(torch.float64)
+    assert float(p.dataset.t[-1]) == 1e9 + 0.5
+    assert float(p.dataset.y[-1]) == 123456789.123
+
+
+@pytest.mark.parametrize(
+    "name,options",
+    [
+        ("w-sparq-gp-ucb", {"alpha": 1e-4}),  # window lengths t^(a~/a) overflow a float
+        ("sparq-gp-ucb", {"queries_scale": 1e308}),  # Q_t rule overflows
+        ("sparq-gp-ucb", {"dpp_c_mix": 1e308}),  # the chain's step count overflows
+    ],
+)
+def test_extreme_but_valid_options_run(name, options):
+    p = make(name, bounds=[[0.0], [1.0]], seed=1, raw_samples=16, restarts=1, **options)
+    t = 0.0
+    for _ in range(4):
+        q = p.suggest(t)
+        p.observe(q.x, t, float(np.sin(5 * q.x[0])))
+        if len(q.additional):
+            p.observe_additional(q.additional, t, np.sin(5 * q.additional[:, 0]))
+        t += 1.0
+    assert window_length(2, 1e-4, 0.25) == 2**53
+
+
 def test_state_round_trips_with_pending_additional_queries():
     p = make("w-sparq-gp-ucb", bounds=[[0.0], [1.0]], seed=5, raw_samples=16, restarts=1)
     for k in range(1, 7):

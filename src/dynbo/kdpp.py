@@ -78,7 +78,8 @@ def chain_steps(n: int, size: int, c_mix: float = 1.0, max_steps: int = 10_000) 
     if n <= size or size < 1:
         return 0
     raw = c_mix * n * size * (math.log(math.log(n + 2)) + math.log(size) + 2 * math.log(n))
-    return int(min(max_steps, math.ceil(raw)))
+    # compared before rounding: an infinite product (a huge c_mix) is max_steps, not an error
+    return max_steps if not raw < max_steps else int(math.ceil(raw))
 
 
 def greedy_subset(kernel: np.ndarray, size: int, ties: np.ndarray) -> list[int]:

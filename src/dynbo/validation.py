@@ -167,6 +167,9 @@ def plain_value(value: Any) -> Any:
         return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain_value(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        # in a fixed order: the same options give the same saved state
+        return [plain_value(v) for v in sorted(value, key=repr)]
     if isinstance(value, torch.dtype):
         return str(value).replace("torch.", "")
     if isinstance(value, torch.device):

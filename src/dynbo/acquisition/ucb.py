@@ -85,6 +85,12 @@ class LogTimeBeta:
     c1: float = 0.8
     c2: float = 4.0
 
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.c1) and self.c1 >= 0):
+            raise ValueError(f"beta schedule parameter c1 must be finite and >= 0, got {self.c1}")
+        if not (math.isfinite(self.c2) and self.c2 > 0):
+            raise ValueError(f"beta schedule parameter c2 must be finite and > 0, got {self.c2}")
+
     def __call__(
         self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None
     ) -> float:
@@ -204,8 +210,23 @@ class RGPUCBTheoryBeta:
     def __post_init__(self) -> None:
         _check_delta(self.delta)
         for name in ("a", "b", "r"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"beta schedule parameter {name} must be positive")
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"beta schedule parameter {name} must be finite and positive")
+        # The bound's sqrt(log(c a T^2 / delta)) needs c a / delta > 1 already at T = 1
+        # (with d = 1; it grows with d and T), and a finite value: say which parameters.
+        try:
+            value = self(n=1, iteration=1, dim=1)
+        except (ValueError, OverflowError):
+            value = math.nan
+        if not math.isfinite(value):
+            tv = isinstance(self, TVGPUCBTheoryBeta)
+            needs = "a pi^2 / (2 delta)" if tv else "2 a pi^2 / (3 delta)"
+            raise ValueError(
+                f"beta schedule {self.as_dict()['kind']} is undefined for a = {self.a:g}, "
+                f"b = {self.b:g}, r = {self.r:g}, delta = {self.delta:g}: it needs "
+                f"{needs} > 1 and finite values"
+            )
 
     def __call__(
         self, *, n: int, iteration: int, dim: int, gp: SpatioTemporalGP | None = None

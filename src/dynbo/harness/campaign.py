@@ -147,12 +147,16 @@ def _entries(items: Any, what: str) -> list[tuple[str, dict[str, Any], str | Non
     return out
 
 
+#: the most seeds a campaign may list: each is a run per benchmark and policy
+MAX_SEEDS = 100_000
+
+
 def _seeds(value: Any) -> list[int]:
     if isinstance(value, bool):
         raise ValueError(f"seeds must be a count or a list of integers, got {value!r}")
     if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"seeds must be a positive count, got {value}")
+        if not 1 <= value <= MAX_SEEDS:
+            raise ValueError(f"seeds must be a count from 1 to {MAX_SEEDS}, got {value}")
         return list(range(value))
     if (
         isinstance(value, Sequence)
@@ -271,7 +275,7 @@ def make_protocol(values: Mapping[str, Any]) -> Protocol:
     """
     try:
         return _make_protocol(dict(values))
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise ValueError(f"invalid protocol: {err}") from None
 
 
@@ -351,7 +355,7 @@ def validate_campaign(campaign: Campaign) -> None:
             key = to_json([spec.benchmark, {k: v for k, v in options.items() if k != "seed"}])
             if key not in benchmarks:
                 benchmarks[key] = get(spec.benchmark, **options)
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, OverflowError) as err:
             raise ValueError(f"invalid campaign: {where}: {err}") from None
         policy_key = to_json([key, spec.policy, spec.policy_options, spec.protocol.as_dict()])
         if policy_key in checked:
@@ -360,7 +364,7 @@ def validate_campaign(campaign: Campaign) -> None:
         horizon = float(spec.protocol.horizon or bench.horizon)
         try:
             make_run_policy(spec, bench, horizon)
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, OverflowError) as err:
             raise ValueError(
                 f"invalid campaign: policy {spec.policy!r} on {where}: {err}"
             ) from None

@@ -41,6 +41,7 @@ import torch
 
 from dynbo.benchmarks.base import Benchmark
 from dynbo.harness.clocks import CLOCK_MODES, Clock, ResponseTimeModel
+from dynbo.validation import finite_number, positive_int, positive_number
 
 __all__ = ["Protocol", "RunSpec", "RunResult", "execute", "summarize"]
 
@@ -65,6 +66,13 @@ def _canonical(value: Any) -> Any:
 def to_json(value: Any) -> str:
     """Deterministic JSON (sorted keys, exact float repr)."""
     return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"))
+
+
+#: why a modeled clock with a zero response time and a free evaluation is refused
+_FROZEN_CLOCK = (
+    "the modeled clock would never advance: response_time is all zeros and the "
+    "evaluation cost is 0 (give one of them a positive value)"
+)
 
 
 @dataclass(frozen=True)
@@ -99,29 +107,34 @@ class Protocol:
     additional_cost: float | None = None
 
     def __post_init__(self) -> None:
-        if self.clock not in CLOCK_MODES:
+        if not isinstance(self.clock, str) or self.clock not in CLOCK_MODES:
             raise ValueError(f"unknown clock {self.clock!r}; expected one of {CLOCK_MODES}")
-        if self.horizon is not None and not (math.isfinite(self.horizon) and self.horizon > 0):
-            raise ValueError(f"horizon must be a positive number, got {self.horizon!r}")
+        # checked, not converted: the values enter the run's identity as they were given
+        if self.horizon is not None:
+            positive_number("horizon", self.horizon)
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
             raise ValueError(f"warmup must be a non-negative integer, got {self.warmup!r}")
-        if not (0.0 <= self.warmup_fraction < 1.0):
+        if not 0.0 <= finite_number("warmup_fraction", self.warmup_fraction) < 1.0:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
         if self.response_time is not None:
-            object.__setattr__(
-                self, "response_time", ResponseTimeModel(tuple(self.response_time)).coefficients
-            )
+            try:
+                values = tuple(finite_number("response_time", c) for c in self.response_time)
+            except TypeError:  # not a sequence
+                values = ()
+            if len(values) != 4:
+                raise ValueError(
+                    f"response_time must be 4 cubic coefficients, got {self.response_time!r}"
+                )
+            object.__setattr__(self, "response_time", ResponseTimeModel(values).coefficients)
         if self.clock == "modeled" and self.response_time is None:
             raise ValueError("the modeled clock needs response_time coefficients")
-        if self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads!r}")
-        if self.cost is not None and not (math.isfinite(self.cost) and self.cost >= 0):
-            raise ValueError(f"cost must be a non-negative number, got {self.cost!r}")
-        extra = self.additional_cost
-        if extra is not None and not (
-            isinstance(extra, (int, float)) and math.isfinite(extra) and extra >= 0
-        ):
-            raise ValueError(f"additional_cost must be a non-negative number, got {extra!r}")
+        positive_int("threads", self.threads)
+        for name in ("cost", "additional_cost"):
+            value = getattr(self, name)
+            if value is not None and finite_number(name, value) < 0:
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        if self.clock == "modeled" and self.cost == 0 and not any(self.response_time or ()):
+            raise ValueError(_FROZEN_CLOCK)
         cap = self.max_iterations
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise ValueError(f"max_iterations must be a positive integer, got {cap!r}")
@@ -337,6 +350,8 @@ def execute(
         bench = benchmark if benchmark is not None else _make_benchmark(spec)
         horizon = float(protocol.horizon if protocol.horizon is not None else bench.horizon)
         cost = float(bench.cost if protocol.cost is None else protocol.cost)
+        if protocol.clock == "modeled" and cost == 0 and not any(protocol.response_time or ()):
+            raise ValueError(_FROZEN_CLOCK)
         additional_cost = cost if protocol.additional_cost is None else protocol.additional_cost
         design_rng = np.random.default_rng([int(spec.seed), 0])
         noise_rng = np.random.default_rng([int(spec.seed), 1])

@@ -579,7 +579,12 @@ class Policy(ABC):
         indices = self._requests.match(points)
         snapshot = self._snapshot()
         try:
-            self._observe_additional(rows, torch.tensor(times), torch.tensor(values))
+            # float64 whatever torch's default dtype: the GP converts to its own dtype
+            self._observe_additional(
+                rows,
+                torch.tensor(times, dtype=torch.float64),
+                torch.tensor(values, dtype=torch.float64),
+            )
             self._requests.mark(indices)
         except BaseException:
             self._restore(snapshot)

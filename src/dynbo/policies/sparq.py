@@ -43,6 +43,13 @@ __all__ = ["NOISE_MODELS", "SparQGPUCB", "WSparQGPUCB", "window_starts"]
 NOISE_MODELS = ("heteroscedastic", "homoscedastic")
 
 
+#: the longest window (steps): beyond any run, so no later window starts
+MAX_WINDOW_LENGTH = 2**53
+
+#: the largest ``Q_t`` the rule returns (the k-DPP picks at most the distinct past inputs)
+MAX_QUERY_COUNT = 2**31
+
+
 def window_starts(alpha: float, alpha_tilde: float, horizon: int) -> list[int]:
     """W-SparQ's window starts up to ``horizon``: ``t_1 = 1``, ``t_{j+1} = t_j + L_j``.
 
@@ -57,8 +64,15 @@ def window_starts(alpha: float, alpha_tilde: float, horizon: int) -> list[int]:
 
 
 def window_length(start: int, alpha: float, alpha_tilde: float) -> int:
-    """``floor(start^(a~/a)) + 1``; the power is nudged up by 1e-9 so exact integers floor right."""
-    return int(math.floor(start ** (alpha_tilde / alpha) + 1e-9)) + 1
+    """``floor(start^(a~/a)) + 1``; the power is nudged up by 1e-9 so exact integers floor right.
+
+    At most :data:`MAX_WINDOW_LENGTH` steps (a window longer than any run; a tiny
+    ``alpha`` would otherwise overflow the power).
+    """
+    exponent = alpha_tilde / alpha
+    if start > 1 and exponent * math.log(start) >= math.log(MAX_WINDOW_LENGTH):
+        return MAX_WINDOW_LENGTH
+    return min(int(math.floor(start**exponent + 1e-9)) + 1, MAX_WINDOW_LENGTH)
 
 
 @register
@@ -143,7 +157,9 @@ class SparQGPUCB(Policy):
         """``Q_t`` at step ``t`` (1-based): ``queries`` or the logarithmic rule."""
         if self.queries is not None:
             return self.queries
-        rule = math.ceil(self.queries_scale * math.log(step + 1) ** self.dim - 1e-12)
+        raw = self.queries_scale * math.log(step + 1) ** self.dim - 1e-12
+        # more queries than this is more than any dataset holds; an overflow is no error
+        rule = MAX_QUERY_COUNT if not raw < MAX_QUERY_COUNT else math.ceil(raw)
         return max(self.queries_min, rule)
 
     def requeries_at(self, step: int) -> bool:
