@@ -53,6 +53,29 @@ def test_unknown_names_and_options_are_rejected():
         benchmarks.get("hartmann6", horizon=-1.0)
 
 
+@pytest.mark.parametrize(
+    "name,options,message",
+    [
+        ("markov", {"seed": -1}, "seed must be a non-negative integer"),
+        ("markov", {"seed": 1.5}, "seed must be a non-negative integer"),
+        ("markov", {"noise_variance": float("inf")}, "noise_variance must be finite"),
+        ("ackley", {"cost": float("nan")}, "cost must be finite"),
+        ("ackley", {"cost": True}, "cost must be a real number"),
+        ("ackley", {"noise_fraction": float("inf")}, "noise_fraction must be finite"),
+        ("ackley", {"noise_fraction": -0.1}, "noise_fraction must be >= 0"),
+        ("ackley", {"horizon": 0}, "horizon must be > 0"),
+        ("ackley", {"horizon": "3"}, "horizon must be a real number"),
+        ("ackley", {"horizon": 10**400}, "too large to be a float"),
+        ("ackley", {"horizon": None}, "invalid option value"),
+        ("rkhs", {"norm_bound": float("nan")}, "norm_bound must be finite"),
+        ("rkhs", {"norm_bound": -1}, "norm_bound must be positive"),
+    ],
+)
+def test_bad_option_values_are_value_errors_that_name_them(name, options, message):
+    with pytest.raises(ValueError, match=message):
+        benchmarks.get(name, **options)
+
+
 def test_options_override_the_defaults():
     bench = benchmarks.get("Hartmann3", noise_variance=0.123, cost=2.0, horizon=300.0)
     assert (bench.noise_variance, bench.cost, bench.horizon) == (0.123, 2.0, 300.0)

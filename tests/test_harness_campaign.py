@@ -247,6 +247,18 @@ def test_cli_run_list_and_export(tmp_path, capsys):
     assert code == 0 and (tmp_path / "csv" / "iterations.csv").exists()
 
 
+def test_calibrate_never_overwrites_a_file_that_is_not_a_calibration(tmp_path, capsys):
+    victim = tmp_path / "results.sqlite"
+    victim.write_bytes(b"SQLite format 3\x00 stand-in for a result store")
+    before = victim.read_bytes()
+    args = ["calibrate", "--policy", "gp-ucb", "--sizes", "5", "--repeats", "1"]
+    code, out, err = run_cli([*args, "--dim", "1", "--output", str(victim)], capsys)
+    assert code == 2 and out == "" and "not a calibration file" in err
+    assert victim.read_bytes() == before
+    code, _, err = run_cli([*args, "--dim", "1", "--output", str(tmp_path)], capsys)
+    assert code == 2 and "is a directory" in err
+
+
 def test_calibrate_fits_and_stores_a_model_that_campaigns_use(tmp_path, capsys, monkeypatch):
     from dynbo.harness import load_calibration, make_protocol
 
@@ -302,6 +314,15 @@ def test_calibrate_fits_and_stores_a_model_that_campaigns_use(tmp_path, capsys, 
             'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\n[protocol]\nthreads=2.5',
             "threads must be a positive integer",
         ),
+        (
+            'benchmarks=["eggholder"]\npolicies=["gp-ucb"]\n[protocol]\nthreads=99999999999',
+            "threads must be at most 4096",
+        ),
+        (
+            'benchmarks=["markov"]\npolicies=["gp-ucb"]\n[protocol]\nclock="modeled"\n'
+            "response_time=[0, 0, 0, 0]",
+            "would never advance",
+        ),
     ],
 )
 def test_cli_bad_campaign_values_are_one_line(toml, message, tmp_path, capsys):
@@ -309,6 +330,17 @@ def test_cli_bad_campaign_values_are_one_line(toml, message, tmp_path, capsys):
     path.write_text(toml)
     code, _, err = run_cli(["bench", str(path), "--store", str(tmp_path / "s.sqlite")], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_malformed_scheduler_address_fails_before_the_store(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('benchmarks=["eggholder"]\npolicies=["gp-ucb"]\nseeds=1')
+    store = tmp_path / "s.sqlite"
+    code, _, err = run_cli(
+        ["bench", str(path), "--scheduler", "zzz", "--store", str(store)], capsys
+    )
+    assert code == 2 and "--scheduler 'zzz'" in err and len(err.strip().splitlines()) == 1
+    assert not store.exists()
 
 
 def test_cli_unwritable_store_fails_before_running(tmp_path, capsys):

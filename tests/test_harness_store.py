@@ -98,3 +98,62 @@ def test_unreadable_store_is_a_clear_error(tmp_path):
     bad.write_bytes(b"this is not a database, just text" * 100)
     with pytest.raises(ValueError, match="cannot open result store"):
         Store(bad)
+
+
+# ---------------------------------------------------------------- wrong files
+def _foreign_files(tmp_path):
+    """A text file, another program's database and the other kind of dynbo store."""
+    from dynbo.service.storage import ServiceStore
+
+    text = tmp_path / "text.sqlite"
+    text.write_text("not a database\n")
+    foreign = tmp_path / "notes.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("CREATE TABLE meta (id INTEGER, note TEXT)")
+    conn.commit()
+    conn.close()
+    service = tmp_path / "service.sqlite"
+    ServiceStore(service).close()
+    return {"text": text, "foreign": foreign, "service": service}
+
+
+def test_a_store_refuses_a_file_that_is_not_one_and_leaves_it_unchanged(tmp_path, capsys):
+    from dynbo.cli import main
+    from dynbo.service.storage import ServiceStore
+
+    files = _foreign_files(tmp_path)
+    result = tmp_path / "results.sqlite"
+    Store(result).close()
+    before = {name: path.read_bytes() for name, path in {**files, "result": result}.items()}
+    for name in ("text", "foreign", "service"):
+        with pytest.raises(ValueError, match="not a dynbo result store|cannot open result store"):
+            Store(files[name])
+        code = main(
+            ["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--clock", "step"]
+            + ["--horizon", "2", "--warmup", "1", "--store", str(files[name])]
+        )
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("dynbo: error:")
+    for name in ("text", "foreign", "result"):
+        target = files.get(name, result)
+        with pytest.raises(ValueError, match="not a dynbo service store|cannot open service"):
+            ServiceStore(target)
+        code = main(["serve", "--store", str(target), "--port", "0"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("dynbo: error:")
+    after = {name: path.read_bytes() for name, path in {**files, "result": result}.items()}
+    assert after == before
+
+
+def test_a_store_of_another_schema_version_is_refused_unchanged(tmp_path):
+    path = tmp_path / "results.sqlite"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = 'abc' WHERE key = 'schema'")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="its schema is 'abc'"):
+        Store(path)
+    assert path.read_bytes() == before

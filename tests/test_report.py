@@ -213,6 +213,12 @@ def test_report_and_show_commands_read_the_store_only(tmp_path, capsys):
     assert "c1" in out and "| A | **2 ± 1** |" in out
     assert path.read_bytes() == before
     assert main(["show", str(tmp_path / "missing.sqlite")]) == 2
+    capsys.readouterr()
+    # a misspelled metric is an error, not "(no finished runs)"
+    assert main(["show", str(path), "--metric", "zzz"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "unknown metric 'zzz'" in captured.err
+    assert "average_regret" in captured.err and len(captured.err.strip().splitlines()) == 1
     assert main(["report", str(path), "--campaign", "zz", "--out", str(tmp_path / "x")]) == 2
     assert "matches no campaign" in capsys.readouterr().err
 
@@ -266,3 +272,25 @@ def test_the_run_animation_is_a_gif_with_several_frames(tmp_path):
     spec2 = RunSpec(benchmark="hartmann3", benchmark_options={"dim": 2}, policy="wdbo", seed=0)
     with pytest.raises(ValueError, match="1-D"):
         run_animation(spec2, tmp_path / "no.gif")
+
+
+def test_a_report_that_fails_half_way_leaves_the_previous_one_whole(tmp_path, monkeypatch):
+    import dynbo.report.html as report_html
+
+    path = tmp_path / "s.sqlite"
+    build_store(path).close()
+    out = tmp_path / "rep"
+    report_html.write_report(path, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise ValueError("figure failed")
+
+    monkeypatch.setattr(report_html, "dataset_size_figure", broken)
+    with pytest.raises(ValueError, match="figure failed"):
+        report_html.write_report(path, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep", "s.sqlite"]  # no staging left
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="not a directory"):
+        report_html.write_report(path, tmp_path / "file")

@@ -246,6 +246,19 @@ def test_abo_queries_stay_in_the_look_ahead_window(cap):
         t = q.t + 0.5
 
 
+def test_abo_never_asks_for_a_time_observe_would_refuse():
+    # near the end of the accepted time range the look-ahead window is cut there
+    p = make("abo", bounds=[[0, 0], [1, 1]], seed=0, **FAST)
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        x = rng.uniform(0, 1, 2)
+        p.observe(x, 1e12 - 600.0 + 100.0 * i, float(np.sin(3 * x[0]) + np.cos(i)))
+    q = p.suggest(1e12 - 1.0)
+    assert p.diagnostics.extra["lookahead"] > 1.0  # the window would reach past 1e12
+    assert q.t <= 1e12
+    p.observe(q.x, q.t, 0.0)  # accepted
+
+
 def test_abo_stability_gating_does_not_search_time_during_the_burn_in():
     p = make("abo", bounds=[[0, 0], [1, 1]], seed=0, stability_gating=True, burn_in=5, **FAST)
     searched = []

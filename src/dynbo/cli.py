@@ -362,7 +362,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dynbo import benchmarks
     from dynbo.harness import RunSpec, Store, execute, make_protocol
-    from dynbo.harness.loop import make_run_policy
+    from dynbo.harness.loop import check_clock_advances, make_run_policy
     from dynbo.policies import available, option_defaults, policy_class
 
     if args.benchmark not in benchmarks.names():
@@ -397,6 +397,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # build the policy once now, as the run will (with what the benchmark tells it), so
     # that a bad option is an error, not a failed run
     make_run_policy(spec, bench, horizon)
+    check_clock_advances(protocol, float(bench.cost if protocol.cost is None else protocol.cost))
     # open the store first: an unwritable path must not cost a whole run
     store = Store(args.store) if args.store else None
 
@@ -422,6 +423,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"dynbo: run failed: {(result.error or '').splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_scheduler_address(address: str) -> None:
+    """A Dask scheduler address that is well formed (``tcp://host:port``), before any store.
+
+    Whether a scheduler answers there is only known when the campaign connects.
+    """
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+    except ImportError:  # the campaign reports the missing extra itself
+        return
+    try:
+        _, location = parse_address(address)
+        if "://" not in address or address.startswith(("tcp://", "tls://")):
+            parse_host_port(location)
+    except (TypeError, ValueError) as err:
+        raise CliError(f"--scheduler {address!r}: {err}") from None
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -450,6 +468,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         )
     # every run's configuration is checked before the store is created or touched
     validate_campaign(campaign)
+    if args.scheduler:
+        _check_scheduler_address(args.scheduler)
     with Store(args.store) as store:
         try:
             outcome = run_campaign(
@@ -533,11 +553,15 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: st
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from dynbo.harness.calibrate import calibrate, save_calibration
+    from dynbo.harness.calibrate import calibrate, calibration_target, save_calibration
     from dynbo.policies import available
 
     if args.policy not in available():
         raise CliError(f"unknown policy {args.policy!r}; available: {', '.join(available())}")
+    try:
+        calibration_target(args.output)  # before minutes of measuring
+    except ValueError as err:
+        raise CliError(str(err)) from None
     model, rows = calibrate(args.policy, args.sizes, dim=args.dim, repeats=args.repeats)
     path = save_calibration(model, args.output, policy=args.policy, dim=args.dim, measurements=rows)
     print(
@@ -587,13 +611,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     from dynbo.harness import Store
     from dynbo.report.html import choose_campaign
-    from dynbo.report.tables import build_table, summary_table
+    from dynbo.report.tables import METRICS, build_table, summary_table
 
     _existing_store(args.store)
     with Store(args.store, read_only=True) as store:
         campaigns = store.campaigns()
         campaign = choose_campaign(store, args.campaign)
         runs = store.runs(campaign["campaign_id"])
+    known = {k for r in runs if r["status"] == "done" for k in (r["summary"] or {})}
+    if known and args.metric not in known:
+        # a misspelled metric must not read as "no finished runs"
+        raise CliError(
+            f"unknown metric {args.metric!r}; the finished runs have: "
+            + ", ".join(sorted(k for k in known if k in METRICS) or sorted(known))
+        )
     for c in campaigns:
         when = dt.datetime.fromtimestamp(c["created_at"], dt.timezone.utc)
         mark = "*" if c is campaign or c["campaign_id"] == campaign["campaign_id"] else " "
@@ -631,6 +662,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     campaign = reproductions.campaign_for(args.name, seeds=args.seeds, horizon=args.horizon)
     store_path = args.store or f"results/{args.name}.sqlite"
+    out_dir = Path(args.out or f"results/{args.name}-report")
+    if out_dir.exists() and not out_dir.is_dir():  # found now, not after hours of runs
+        raise CliError(f"report output {out_dir} exists and is not a directory")
     print(f"{campaign.name}: {reproductions.describe(args.name)}")
     if campaign.skipped_policies:
         print(
@@ -677,7 +711,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     )
     page = write_report(
         store_path,
-        args.out or f"results/{args.name}-report",
+        out_dir,
         outcome.campaign_id,
         extra_html=extra_html,
     )
@@ -705,8 +739,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
         raise CliError(f"dynbo serve needs {' and '.join(missing)}: pip install 'dynbo[serve]'")
-    from dynbo.service.app import serve
+    import socket
 
+    from dynbo.service.app import serve
+    from dynbo.service.storage import ServiceStore
+
+    # the address and the store are checked here, where a failure is one line, not in
+    # uvicorn's startup, where it is a logged traceback (and a store file left behind)
+    try:
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        socket.create_server((args.host, args.port), family=family).close()
+    except OSError as err:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {err}") from None
+    try:
+        ServiceStore(args.store).close()
+    except ValueError as err:
+        raise CliError(str(err)) from None
     serve(
         args.store,
         host=args.host,

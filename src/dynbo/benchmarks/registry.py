@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from dynbo.benchmarks.rkhs import DriftingRKHS
 from dynbo.benchmarks.synthetic import SYNTHETIC_BENCHMARKS
 from dynbo.benchmarks.temperature import TemperatureField, TemperatureSensors
 from dynbo.benchmarks.wlan import WLAN
+from dynbo.validation import finite_number
 
 __all__ = ["CLOCKS", "Suite", "SuiteEntry", "get", "names", "options", "suite", "suites"]
 
@@ -72,6 +74,38 @@ def _signal_variance(name: str, frozen_options: tuple[tuple[str, Any], ...]) -> 
     return _BENCHMARKS[name](**dict(frozen_options)).signal_variance(samples=100_000, seed=0)
 
 
+def _check_common_options(key: str, options: dict[str, Any]) -> None:
+    """The options most benchmarks share, checked by name before the constructor runs.
+
+    ``horizon`` > 0; ``noise_variance``, ``noise_fraction``, ``cost`` >= 0 (all finite real
+    numbers, not bools); ``seed`` a non-negative integer.
+
+    Raises:
+        ValueError: naming the benchmark, the option and the value.
+    """
+    for name, low, strict in (
+        ("horizon", 0.0, True),
+        ("noise_variance", 0.0, False),
+        ("noise_fraction", 0.0, False),
+        ("cost", 0.0, False),
+    ):
+        value = options.get(name)
+        if value is None:
+            continue
+        try:
+            number = finite_number(name, value)
+        except ValueError as err:
+            raise ValueError(f"benchmark {key!r}: {err}") from None
+        if number < low or (strict and number == low):
+            relation = ">" if strict else ">="
+            raise ValueError(f"benchmark {key!r}: {name} must be {relation} {low:g}, got {value!r}")
+    seed = options.get("seed")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0
+    ):
+        raise ValueError(f"benchmark {key!r}: seed must be a non-negative integer, got {seed!r}")
+
+
 def get(name: str, **options: Any) -> Benchmark:
     """Build a benchmark by registry name.
 
@@ -97,15 +131,18 @@ def get(name: str, **options: Any) -> Benchmark:
             f"benchmark {key!r} has no option(s) {', '.join(map(repr, unknown))}; "
             f"its options: {', '.join(allowed + ['noise_fraction'])}"
         )
+    _check_common_options(key, options)
     fraction = options.pop("noise_fraction", None)
     if fraction is not None and options.get("noise_variance") is not None:
         raise ValueError(f"benchmark {key!r}: give noise_variance or noise_fraction, not both")
     if fraction is not None:
-        if fraction < 0:
-            raise ValueError(f"benchmark {key!r}: noise_fraction must be >= 0, got {fraction!r}")
         # A fixed noise keeps the constructor from estimating a default it would discard.
         options["noise_variance"] = 0.0
-    benchmark = factory(**options)
+    try:
+        benchmark = factory(**options)
+    except (TypeError, OverflowError) as err:
+        # a value of the wrong kind that the constructor did not check by name
+        raise ValueError(f"benchmark {key!r}: invalid option value: {err}") from None
     if fraction is not None:
         shape = tuple(sorted((k, v) for k, v in options.items() if k not in ("cost",)))
         benchmark.noise_variance = float(fraction) * _signal_variance(key, shape)

@@ -27,6 +27,7 @@ import numpy as np
 from dynbo.benchmarks.base import Benchmark
 from dynbo.benchmarks.search import maximize_interval
 from dynbo.kernels import correlation_np
+from dynbo.validation import positive_number
 
 __all__ = ["DriftingRKHS"]
 
@@ -83,7 +84,7 @@ class DriftingRKHS(Benchmark):
         self.bounds = np.array([[-50.0], [50.0]])
         self.n_centres = int(n_centres)
         self.normalization = normalization
-        self.norm_bound = float(norm_bound)
+        self.norm_bound = positive_number("norm_bound", norm_bound)
         self.noise_variance = float(noise_variance)
         self.horizon = float(horizon)
         if grid_points is not None:

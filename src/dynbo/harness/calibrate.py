@@ -64,11 +64,39 @@ def calibrate(
     return model, rows
 
 
+def calibration_target(path: str | Path | None = None) -> Path:
+    """Where :func:`save_calibration` writes, checked before any measuring.
+
+    Raises:
+        ValueError: if the path is a directory, or an existing file that is not a
+            calibration file (never overwritten: it may be a result store or anything else
+            a user keeps).
+    """
+    p = Path(path) if path is not None else calibration_path()
+    if p.is_dir():
+        raise ValueError(f"calibration output {p} is a directory")
+    if p.exists():
+        try:
+            old = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            old = None
+        if not (isinstance(old, dict) and "coefficients" in old):
+            raise ValueError(
+                f"{p} exists and is not a calibration file; not overwriting it "
+                "(choose another --output)"
+            )
+    return p
+
+
 def save_calibration(
     model: ResponseTimeModel, path: str | Path | None = None, **info: object
 ) -> Path:
-    """Write the model as JSON (default: :func:`dynbo.harness.clocks.calibration_path`)."""
-    p = Path(path) if path is not None else calibration_path()
+    """Write the model as JSON (default: :func:`dynbo.harness.clocks.calibration_path`).
+
+    Raises:
+        ValueError: as :func:`calibration_target`.
+    """
+    p = calibration_target(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps({"coefficients": list(model.coefficients), **info}, indent=2))
     return p

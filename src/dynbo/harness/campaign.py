@@ -46,6 +46,7 @@ from dynbo.harness.loop import (
     RunResult,
     RunSpec,
     benchmark_options,
+    check_clock_advances,
     execute,
     make_run_policy,
     to_json,
@@ -362,6 +363,11 @@ def validate_campaign(campaign: Campaign) -> None:
             continue
         bench = benchmarks[key]
         horizon = float(spec.protocol.horizon or bench.horizon)
+        cost = bench.cost if spec.protocol.cost is None else spec.protocol.cost
+        try:
+            check_clock_advances(spec.protocol, float(cost))
+        except ValueError as err:
+            raise ValueError(f"invalid campaign: {where}: {err}") from None
         try:
             make_run_policy(spec, bench, horizon)
         except (TypeError, ValueError, OverflowError) as err:

@@ -45,6 +45,9 @@ from dynbo.validation import finite_number, positive_int, positive_number
 
 __all__ = ["Protocol", "RunSpec", "RunResult", "execute", "summarize"]
 
+#: the most torch / BLAS threads a run may ask for (torch takes a C int)
+MAX_THREADS = 4096
+
 #: bump when the meaning of a run's identity (or of its records) changes.
 RUN_FORMAT = 1
 
@@ -68,11 +71,20 @@ def to_json(value: Any) -> str:
     return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"))
 
 
-#: why a modeled clock with a zero response time and a free evaluation is refused
-_FROZEN_CLOCK = (
-    "the modeled clock would never advance: response_time is all zeros and the "
-    "evaluation cost is 0 (give one of them a positive value)"
-)
+def check_clock_advances(protocol: Protocol, cost: float) -> None:
+    """Refuse a modeled clock that never moves: ``R(n) = 0`` and evaluations cost 0 s.
+
+    Such a run would iterate for ever at one time. ``cost`` is the evaluation cost the run
+    uses (the protocol's, else the benchmark's).
+
+    Raises:
+        ValueError: saying so.
+    """
+    if protocol.clock == "modeled" and cost == 0 and not any(protocol.response_time or ()):
+        raise ValueError(
+            "the modeled clock would never advance: response_time is all zeros and the "
+            "evaluation cost is 0 (give one of them a positive value)"
+        )
 
 
 @dataclass(frozen=True)
@@ -128,13 +140,14 @@ class Protocol:
             object.__setattr__(self, "response_time", ResponseTimeModel(values).coefficients)
         if self.clock == "modeled" and self.response_time is None:
             raise ValueError("the modeled clock needs response_time coefficients")
-        positive_int("threads", self.threads)
+        if positive_int("threads", self.threads) > MAX_THREADS:
+            raise ValueError(f"threads must be at most {MAX_THREADS}, got {self.threads!r}")
         for name in ("cost", "additional_cost"):
             value = getattr(self, name)
             if value is not None and finite_number(name, value) < 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-        if self.clock == "modeled" and self.cost == 0 and not any(self.response_time or ()):
-            raise ValueError(_FROZEN_CLOCK)
+        if self.cost is not None:
+            check_clock_advances(self, self.cost)
         cap = self.max_iterations
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise ValueError(f"max_iterations must be a positive integer, got {cap!r}")
@@ -350,8 +363,7 @@ def execute(
         bench = benchmark if benchmark is not None else _make_benchmark(spec)
         horizon = float(protocol.horizon if protocol.horizon is not None else bench.horizon)
         cost = float(bench.cost if protocol.cost is None else protocol.cost)
-        if protocol.clock == "modeled" and cost == 0 and not any(protocol.response_time or ()):
-            raise ValueError(_FROZEN_CLOCK)
+        check_clock_advances(protocol, cost)
         additional_cost = cost if protocol.additional_cost is None else protocol.additional_cost
         design_rng = np.random.default_rng([int(spec.seed), 0])
         noise_rng = np.random.default_rng([int(spec.seed), 1])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynbo.harness.loop import RunResult, RunSpec, to_json
+from dynbo.sqlite_files import check_store_file, schema_tables
 
 if TYPE_CHECKING:  # pandas is an optional dependency (the harness extra)
     import pandas as pd
@@ -215,6 +216,14 @@ class Store:
         if read_only:
             self._conn = self._open_read_only()
             return
+        # before any write (the journal mode is one): a wrong file stays as it was
+        check_store_file(
+            self.path,
+            kind="result store",
+            tables=schema_tables(_SCHEMA),
+            version_key="schema",
+            version=SCHEMA_VERSION,
+        )
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -29,7 +29,7 @@ import torch
 
 from dynbo.acquisition.ucb import UpperConfidenceBound
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import boolean, finite_number, positive_int
+from dynbo.validation import MAX_ABS_TIME, boolean, finite_number, positive_int
 
 __all__ = ["ABO"]
 
@@ -123,7 +123,8 @@ class ABO(Policy):
             return UpperConfidenceBound(self._acquisition_model(), self.kappa(), start)
         # the window ends l_T / 3 (capped) after now whatever the aimed start: a
         # latency-aware start only skips the part of it the query cannot reach
-        end = t + self.lookahead()
+        # ... and never past the latest time observe accepts (|t| <= MAX_ABS_TIME)
+        end = min(t + self.lookahead(), MAX_ABS_TIME)
         return UpperConfidenceBound(
             self._acquisition_model(), self.kappa(), time_window=(min(start, end), end)
         )

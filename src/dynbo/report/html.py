@@ -13,6 +13,9 @@ import base64
 import datetime as _dt
 import html
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +120,9 @@ def write_report(
     Raises:
         ValueError: no such store or campaign, or a campaign with no finished run.
     """
-    out = Path(out_dir)
+    target = Path(out_dir)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"report output {target} exists and is not a directory")
     with Store(store_path, read_only=True) as store:
         campaign = choose_campaign(store, campaign_id)
         cid = campaign["campaign_id"]
@@ -129,7 +134,32 @@ def write_report(
     config = campaign["config"]
     variants = policy_variants(runs, config)
     frame["variant"] = frame["run_id"].map(variants)
-    out.mkdir(parents=True, exist_ok=True)
+    # everything is written to a staging folder beside the target and moved in at the
+    # end: a report that fails half-way leaves the previous one whole
+    target.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        _write_files(out, campaign, runs, finished, frame, variants, animate, extra_html)
+        for path in out.iterdir():
+            os.replace(path, target / path.name)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return target / "index.html"
+
+
+def _write_files(
+    out: Path,
+    campaign: dict[str, Any],
+    runs: list[dict[str, Any]],
+    finished: list[dict[str, Any]],
+    frame: Any,
+    variants: dict[str, str],
+    animate: bool,
+    extra_html: str | None,
+) -> None:
+    """The report's files (:func:`write_report`) into the folder ``out``."""
+    cid = campaign["campaign_id"]
+    config = campaign["config"]
 
     tables = {}
     for metric in METRICS:
@@ -190,6 +220,4 @@ def write_report(
             )
         parts.append("</ul>")
     parts.append("</body></html>")
-    page = out / "index.html"
-    page.write_text("\n".join(parts), encoding="utf-8")
-    return page
+    (out / "index.html").write_text("\n".join(parts), encoding="utf-8")

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from dynbo.sqlite_files import check_store_file, schema_tables
+
 __all__ = ["Event", "ServiceStore", "StudyRecord", "plain"]
 
 SCHEMA_VERSION = 1
@@ -198,14 +200,28 @@ class ServiceStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(
-            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        # before any write (the journal mode is one): a wrong file stays as it was
+        check_store_file(
+            self.path,
+            kind="service store",
+            tables=schema_tables(_SCHEMA),
+            version_key="schema_version",
+            version=SCHEMA_VERSION,
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._create_schema()
+        except (sqlite3.Error, OSError) as err:
+            raise ValueError(f"cannot open service store {self.path}: {err}") from None
+
+    def _create_schema(self) -> None:
         with self._transaction() as db:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
