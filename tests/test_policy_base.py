@@ -322,6 +322,24 @@ def test_load_state_dict_refuses_foreign_or_broken_states():
         target.load_state_dict(bad_shape)
     with pytest.raises(ValueError, match="state is for policy"):
         target.load_state_dict({**state, "policy": "wdbo"})
+    # malformed pieces are ValueErrors that say what is wrong, never TypeError & co.
+    nan_y = state["data"]["y"].clone()
+    nan_y[0] = float("nan")
+    for broken, message in [
+        ({**state, "config": None}, "invalid policy state|configuration"),
+        ({**state, "config": {}}, "different configuration"),
+        ({**state, "last_observe_time": float("nan")}, "last_observe_time must be a finite"),
+        ({**state, "iteration": -1}, "iteration must be an integer >= 0"),
+        (
+            {**state, "data": {**state["data"], "y": state["data"]["y"].reshape(-1, 1)}},
+            "data.y has shape",
+        ),
+        ({**state, "data": {**state["data"], "y": nan_y}}, "data.y holds NaN"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            target.load_state_dict(broken)
+    with pytest.raises(ValueError, match="cannot build"):
+        Policy.from_state_dict({**state, "config": {}})
     assert_states_equal(target.state_dict(), before)
 
 

@@ -246,6 +246,17 @@ def test_abo_queries_stay_in_the_look_ahead_window(cap):
         t = q.t + 0.5
 
 
+@pytest.mark.parametrize("value", [5, 0.5, [1], True, "x"])
+def test_hyperparameter_options_that_are_not_mappings_are_named(value):
+    for option in ("hyperparameter_bounds", "initial_hyperparameters"):
+        with pytest.raises(ValueError, match=f"{option} must be a mapping"):
+            make("ui-tvbo", bounds=[[0], [1]], noise_variance=0.01, **{option: value})
+        with pytest.raises(ValueError, match=f"{option} must be a mapping"):
+            make("sw-gp-ucb", bounds=[[0], [1]], regularizer=0.1, **{option: value})
+    with pytest.raises(ValueError, match="fixed"):
+        make("w-gp-ucb", bounds=[[0], [1]], regularizer=0.1, hyperparameter_bounds={"fixed": 5})
+
+
 def test_abo_never_asks_for_a_time_observe_would_refuse():
     # near the end of the accepted time range the look-ahead window is cut there
     p = make("abo", bounds=[[0, 0], [1, 1]], seed=0, **FAST)

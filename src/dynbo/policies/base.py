@@ -954,7 +954,12 @@ class Policy(ABC):
             ValueError: if the state is of another format, policy or configuration, or
                 is incomplete or inconsistent; the policy is then left unchanged.
         """
-        self._check_state(state)
+        try:
+            self._check_state(state)
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a malformed state is a ValueError
+            raise ValueError(f"invalid policy state: {type(err).__name__}: {err}") from None
         snapshot = self._snapshot()
         try:
             restore_state(self, state)
@@ -990,7 +995,10 @@ class Policy(ABC):
         klass = policy_class(name)
         if cls is not Policy and not issubclass(klass, cls):
             raise ValueError(f"state is for policy {name!r}, not a {cls.__name__}")
-        policy = make(name, **{str(k): v for k, v in config.items()})
+        try:
+            policy = make(name, **{str(k): v for k, v in config.items()})
+        except TypeError as err:  # e.g. a configuration without bounds
+            raise ValueError(f"policy state's configuration cannot build {name!r}: {err}") from None
         policy.load_state_dict(state)
         return policy
 

@@ -7,6 +7,7 @@ another format, policy or configuration, or an incomplete or inconsistent one, w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -85,15 +86,22 @@ def check_state(
         raise ValueError("policy state: generator must be a tensor (torch.Generator state)")
     for key in ("time_scale", "first_time", "last_suggest_time", "last_observe_time"):
         value = state[key]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ValueError(f"policy state: {key} must be a number or None, got {value!r}")
-    if isinstance(state["iteration"], bool) or not isinstance(state["iteration"], int):
-        raise ValueError(f"policy state: iteration must be an integer, got {state['iteration']!r}")
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            # a NaN time would switch off the time-order checks of observe and suggest
+            raise ValueError(f"policy state: {key} must be a finite number or None, got {value!r}")
+    iteration = state["iteration"]
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+        raise ValueError(f"policy state: iteration must be an integer >= 0, got {iteration!r}")
     try:
         n = int(data["y"].shape[0])
         shapes = {
             "data.x": (data["x"].shape, (n, dim)),
             "data.t": (data["t"].shape, (n,)),
+            "data.y": (data["y"].shape, (n,)),
             "gp.inputs": (gp["inputs"].shape, (n, input_dim)),
             "gp.targets": (gp["targets"].shape, (n,)),
             "gp.noise_scale": (gp["noise_scale"].shape, (n,)),
@@ -105,6 +113,14 @@ def check_state(
     for name, (got, want) in shapes.items():
         if tuple(got) != want:
             raise ValueError(f"policy state: {name} has shape {tuple(got)}, expected {want}")
+    for where, part in (("data", data), ("gp", gp)):
+        for key, value in part.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if value.is_complex() or value.dtype == torch.bool:
+                raise ValueError(f"policy state: {where}.{key} must be real, got {value.dtype}")
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                raise ValueError(f"policy state: {where}.{key} holds NaN or infinite values")
 
 
 def capture_state(policy: Policy) -> dict[str, Any]:

@@ -31,6 +31,7 @@ constrained variant (C-TVBO, Sec. III-C of the paper) is not provided.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -164,6 +165,8 @@ class UITVBO(Policy):
             ("initial_hyperparameters", kwargs.get("initial_hyperparameters")),
             ("hyperparameter_bounds", hyperparameter_bounds),
         ):
+            if spec is not None and not isinstance(spec, Mapping):
+                raise ValueError(f"{option} must be a mapping, got {spec!r}")
             fixed_here = {"outputscale", "noise", "lengthscale_time"} & set(spec or {})
             if fixed_here:
                 raise ValueError(

@@ -18,6 +18,7 @@ the window length, restart period and discount are options with documented defau
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -63,11 +64,17 @@ class KernelRidgePolicy(Policy):
             regularizer = finite_number("regularizer", regularizer)
             if regularizer <= 0:
                 raise ValueError(f"regularizer must be positive, got {regularizer!r}")
+            for option in ("initial_hyperparameters", "hyperparameter_bounds"):
+                spec = kwargs.get(option)
+                if spec is not None and not isinstance(spec, Mapping):
+                    raise ValueError(f"{option} must be a mapping, got {spec!r}")
             initial = dict(kwargs.pop("initial_hyperparameters", None) or {})
             initial["noise"] = regularizer
             kwargs["initial_hyperparameters"] = initial
             fixed_bounds = dict(kwargs.pop("hyperparameter_bounds", None) or {})
             fixed = fixed_bounds.get("fixed", [])
+            if fixed is None or not isinstance(fixed, (str, list, tuple, set, frozenset)):
+                raise ValueError(f"hyperparameter_bounds['fixed'] must be names, got {fixed!r}")
             fixed = [fixed] if isinstance(fixed, str) else list(fixed)
             fixed_bounds["fixed"] = sorted({*fixed, "noise"})
             kwargs["hyperparameter_bounds"] = fixed_bounds
