@@ -351,6 +351,13 @@ def test_theory_beta_schedules_are_eq_16_and_19():
         make_beta_schedule({"kind": "log_time", "c2": 0})
     with pytest.raises(ValueError, match="c2"):
         make("gp-ucb", bounds=[[0.0], [1.0]], beta={"kind": "log_time", "c2": 0})
+    # integers too large for a float, and a kind that is not a name
+    with pytest.raises(ValueError, match="beta = 1000.*too large to be a float"):
+        make_beta_schedule(10**400)
+    with pytest.raises(ValueError, match="parameter c1 = 1000.*too large"):
+        make_beta_schedule({"kind": "log_time", "c1": 10**400})
+    with pytest.raises(ValueError, match="invalid beta schedule"):
+        make_beta_schedule({"kind": ["constant"]})
 
 
 # ---------------------------------------------------------------- every policy

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from dynbo.models.gp import SpatioTemporalGP
+from dynbo.validation import finite_number
 
 __all__ = [
     "BetaSchedule",
@@ -275,10 +276,10 @@ def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None)
     if isinstance(spec, bool):
         raise ValueError(f"invalid beta schedule {spec!r}")
     if isinstance(spec, (int, float)):
-        spec = {"kind": "constant", "value": float(spec)}
+        spec = {"kind": "constant", "value": finite_number("beta", spec)}
     if isinstance(spec, str):
         spec = {"kind": spec}
-    if not isinstance(spec, dict) or "kind" not in spec:
+    if not isinstance(spec, dict) or "kind" not in spec or not isinstance(spec["kind"], str):
         raise ValueError(f"invalid beta schedule {spec!r}")
     params: dict[str, float | None] = {}
     for key, value in spec.items():
@@ -289,7 +290,7 @@ def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None)
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"beta schedule parameter {key} must be a number, got {value!r}")
-        params[key] = float(value)
+        params[key] = finite_number(f"beta schedule parameter {key}", value)
     kinds = _KINDS
     if spec["kind"] not in kinds:
         raise ValueError(
