@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from functools import partial
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
-from wdbo_iteration import objective  # isort: skip
+from wdbo_iteration import machine_record, objective  # isort: skip
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -125,12 +124,7 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "acquisition_gradient",
-                "threads": args.threads,
-                "cpus": os.cpu_count(),
-                "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
-                "load_average_1_5_15_min_after": [round(v, 2) for v in os.getloadavg()],
-                "machine": platform.processor() or platform.machine(),
-                "torch": torch.__version__,
+                **machine_record(args.threads, load_before),
                 "results": rows,
             },
             indent=2,

@@ -28,11 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
-from wdbo_iteration import measure  # isort: skip
+from wdbo_iteration import machine_record, measure  # isort: skip
 
 import torch  # noqa: E402
 
@@ -130,15 +129,10 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "policy_speed",
-                "threads": args.threads,
+                **machine_record(args.threads, load_before),
                 "dim": args.dim,
                 "states": args.states,
                 "repeats": args.repeats,
-                "cpus": os.cpu_count(),
-                "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
-                "load_average_1_5_15_min_after": [round(v, 2) for v in os.getloadavg()],
-                "machine": platform.processor() or platform.machine(),
-                "torch": torch.__version__,
                 "summary": summaries,
                 "slower_than_st_gp_ucb": slower,
                 "results": rows,

@@ -60,6 +60,22 @@ def objective(x: np.ndarray, t: float) -> float:
     return float(np.sin(6 * x[0] + t / 40) * np.cos(4 * x[-1] - t / 60) + 0.5 * x.sum())
 
 
+def machine_record(threads: int, load_before: tuple[float, ...]) -> dict[str, object]:
+    """What the JSON of a timing script records of the machine: threads, CPUs, load, versions.
+
+    ``load_before`` is ``os.getloadavg()`` taken before the measurements; the load after
+    is read here, when the script reports.
+    """
+    return {
+        "threads": threads,
+        "cpus": os.cpu_count(),
+        "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
+        "load_average_1_5_15_min_after": [round(v, 2) for v in os.getloadavg()],
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+    }
+
+
 def measure(
     n: int,
     dim: int,
@@ -152,13 +168,8 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "wdbo_iteration",
-                "threads": args.threads,
-                "cpus": os.cpu_count(),
-                "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
-                "load_average_1_5_15_min_after": [round(v, 2) for v in os.getloadavg()],
+                **machine_record(args.threads, load_before),
                 "dim": args.dim,
-                "machine": platform.processor() or platform.machine(),
-                "torch": torch.__version__,
                 "results": results,
                 "targets": None
                 if at_200 is None

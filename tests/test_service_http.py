@@ -395,26 +395,8 @@ class SleepyGPUCB(GPUCB):
 
 
 def test_studies_run_in_parallel_and_one_studys_requests_are_serialized(tmp_path):
-    import uvicorn
-
-    from dynbo.service import create_app
-
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(tmp_path / "s.sqlite", workers=4),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        client = Client(f"http://127.0.0.1:{port}", retries=0)
+    with in_process(tmp_path / "s.sqlite", workers=4) as url:
+        client = Client(url, retries=0)
         client.create_study(
             "slow", "test-sleepy-gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client"
         )
@@ -459,9 +441,6 @@ def test_studies_run_in_parallel_and_one_studys_requests_are_serialized(tmp_path
         assert not first.repeated and second.repeated and t_second - started >= 3.0
         for k in range(3):
             assert client.study(f"fast{k}")["observations"] == 2
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
 
 
 @contextlib.contextmanager
