@@ -69,11 +69,30 @@ def test_unknown_names_and_options_are_rejected():
         ("ackley", {"horizon": None}, "invalid option value"),
         ("rkhs", {"norm_bound": float("nan")}, "norm_bound must be finite"),
         ("rkhs", {"norm_bound": -1}, "norm_bound must be positive"),
+        # sizes that would be a MemoryError or an hour-long loop are refused when made
+        ("markov", {"grid_size": 10**6}, "grid_size = 1000000 needs a .* GiB; at most 2 GiB"),
+        ("markov", {"horizon": 1e12}, "horizon = 1000000000000.0 with grid_size = 50 needs"),
+        ("rkhs", {"n_centres": 10**9}, "n_centres = 1000000000 needs"),
+        ("rkhs", {"grid_points": 10**12}, "grid_points = 1000000000000 needs"),
+        ("wlan", {"access_points": 10**6}, "access_points = 1000000 needs"),
+        ("wlan", {"horizon": 1e12}, "random-waypoint legs; at most 500000"),
+        ("wlan", {"users": 10**7}, "users = 10000000 over horizon = 600.0 s"),
     ],
 )
 def test_bad_option_values_are_value_errors_that_name_them(name, options, message):
     with pytest.raises(ValueError, match=message):
         benchmarks.get(name, **options)
+
+
+def test_markov_times_outside_the_drawn_versions_are_refused():
+    markov = benchmarks.get("markov", horizon=20)
+    x = markov.candidates[:3]
+    assert markov.f(x, 20.5).shape == (3,)  # the horizon's own step
+    for t, message in ((float("nan"), "finite"), (-1.0, ">= 0"), (21.0, "below the horizon")):
+        with pytest.raises(ValueError, match=message):
+            markov.f(x, t)
+        with pytest.raises(ValueError, match=message):
+            markov.optimum(t)
 
 
 def test_options_override_the_defaults():

@@ -88,6 +88,12 @@ def test_fetch_caches_once_checks_the_download_and_honours_the_environment(tmp_p
     with pytest.raises(OSError):
         intel_lab.fetch_raw(other, url=(tmp_path / "missing.gz").as_uri())
     assert list((other / "intel-lab").iterdir()) == []
+    # a complete gzip file of something else (an error page): refused, not cached
+    page = tmp_path / "page.gz"
+    page.write_bytes(gzip.compress(b"<html><body>502 Bad Gateway</body></html>\n" * 50))
+    with pytest.raises(ValueError, match="not the Intel Lab readings"):
+        intel_lab.fetch_raw(other, url=page.as_uri())
+    assert list((other / "intel-lab").iterdir()) == []
     monkeypatch.setenv(intel_lab.DATA_DIR_ENV, str(cache))
     assert intel_lab.cache_dir() == cache
     assert intel_lab.fetch_raw(download=False) == path

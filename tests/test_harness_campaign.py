@@ -397,3 +397,91 @@ def test_validation_builds_a_random_benchmark_once_not_once_per_seed(monkeypatch
     campaign = build_campaign({"suites": ["markov"], "seeds": 5})
     validate_campaign(campaign)
     assert len(campaign) == 7 * 4 * 5 and len(built) == 7  # one per entry, not per seed
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_scheduler_leaves_the_store_as_it_was(config_path, tmp_path, capsys):
+    import dask
+
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    store_path = tmp_path / "s.sqlite"
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code, _, err = run_cli(
+            ["bench", str(config_path), "--scheduler", address, "--store", str(store_path)],
+            capsys,
+        )
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert f"cannot reach a Dask scheduler at {address!r}" in err
+        assert not store_path.exists()
+        # a library caller's store: no campaign row, no run row
+        with Store(store_path) as store:
+            with pytest.raises(ValueError, match="cannot reach a Dask scheduler"):
+                run_campaign(load_campaign(config_path), store, scheduler=address, progress=False)
+            assert store.campaigns() == [] and store.runs() == []
+
+
+def test_a_campaign_whose_horizon_ends_before_the_first_query(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        'benchmarks = [{name = "eggholder", options = {dim = 1, horizon = 0.1, cost = 0.5}}]\n'
+        'policies = [{name = "gp-ucb", options = {raw_samples = 32, restarts = 2}}]\n'
+        'seeds = 1\n[protocol]\nclock = "modeled"\nresponse_time = [0.5, 0.0, 0.0, 0.0]\n'
+        "warmup = 3\n"
+    )
+    store = tmp_path / "s.sqlite"
+    code, out, _ = run_cli(["bench", str(path), "--store", str(store), "--no-progress"], capsys)
+    assert code == 0 and "1 done" in out
+    assert "1 of them made no query after the warm-up" in out
+    code, out, _ = run_cli(["show", str(store)], capsys)
+    assert code == 0 and "made no query after the warm-up" in out
+    report = tmp_path / "rep"
+    code, _, err = run_cli(["report", str(store), "--out", str(report)], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "made a query after the warm-up" in err and "matplotlib" not in err
+    assert not report.exists()  # no empty folder left behind
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (
+            {"benchmarks": [{"name": "ackley", "label": "A"}, {"name": "griewank", "label": "A"}]},
+            "share the table row 'A'",
+        ),
+        ({"benchmarks": ["ackley", {"name": "ackley", "options": {"dim": 3}}]}, "row 'ackley'"),
+        (
+            {
+                "benchmarks": ["ackley"],
+                "policies": [{"name": "gp-ucb", "label": "x"}, {"name": "wdbo", "label": "x"}],
+            },
+            "share the table column 'x'",
+        ),
+        (
+            {"benchmarks": ["ackley"], "policies": ["gp-ucb", {"name": "wdbo", "label": "gp-ucb"}]},
+            "column 'gp-ucb'",
+        ),
+        ({"benchmarks": [{"name": "ackley", "label": "a\nb"}]}, "one printable line"),
+        ({"benchmarks": [{"name": "ackley", "label": "a|b"}]}, "without '|'"),
+        ({"benchmarks": [{"name": "ackley", "label": 3}]}, "non-empty string"),
+        ({"benchmarks": [{"name": "ackley", "label": " "}]}, "non-empty string"),
+    ],
+)
+def test_entries_that_would_share_a_table_heading_are_refused(config, message):
+    config = {"policies": ["gp-ucb"], **config}
+    with pytest.raises(ValueError, match=message):
+        build_campaign(config)
+
+
+def test_several_suites_name_their_rows_by_suite():
+    both = build_campaign({"suites": ["bolt", "wdbo"], "seeds": 1})
+    labels = {spec.label for spec in both.specs}
+    assert "bolt/schwefel" in labels and "wdbo/schwefel" in labels
+    alone = build_campaign({"suites": ["bolt"], "seeds": 1})
+    assert "schwefel" in {s.label for s in alone.specs}  # one suite keeps its own labels

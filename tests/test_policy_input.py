@@ -154,12 +154,26 @@ def test_from_state_dict_rejects_malformed_states(state, message):
         ({"initial_hyperparameters": {"noise": -1.0}}, "noise"),
         ({"lengthscale_time_floor": 0.0}, "lengthscale_time_floor"),
         ({"lengthscale_time_floor": "sometimes"}, "lengthscale_time_floor"),
+        ({"seed": 2**64}, r"seed must be an integer in \[0, 2\*\*63\)"),
+        ({"seed": -1}, "seed"),
+        ({"spatial_kernel": "x"}, "spatial_kernel: unknown correlation family 'x'"),
+        ({"spatial_kernel": np.array(["matern52"])}, "spatial_kernel"),
+        ({"temporal_kernel": "x"}, "temporal_kernel: unknown temporal kernel 'x'"),
+        ({"hyperparameter_bounds": {"noise": (1e-6, 10**400)}}, r"noise'\] holds an integer"),
+        ({"bounds": [[0.0], [10**400]]}, "bounds must hold real numbers"),
     ],
 )
-def test_bad_constructor_arguments_are_value_errors(options, message):
+@pytest.mark.parametrize("name", ["st-gp-ucb", "gp-ucb"])
+def test_bad_constructor_arguments_are_value_errors(name, options, message):
     config = {"bounds": [[0.0], [1.0]], **options}
-    with pytest.raises(ValueError, match=message):
-        make("st-gp-ucb", **config)
+    with pytest.raises(ValueError, match=message) as raised:
+        make(name, **config)
+    assert len(str(raised.value)) < 400  # a huge value is not printed whole
+
+
+def test_make_names_a_missing_required_option():
+    with pytest.raises(ValueError, match="policy 'gp-ucb' needs the option.*'bounds'"):
+        make("gp-ucb", seed=0)
 
 
 # ---------------------------------------------------------------- item 7: limits up front

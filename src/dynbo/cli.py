@@ -446,11 +446,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from dynbo.harness import (
         Store,
         build_campaign,
+        connect_scheduler,
         load_campaign,
         run_campaign,
         validate_campaign,
     )
-    from dynbo.report.tables import summary_table
 
     if args.config is None and not args.suite:
         raise CliError("give a campaign config file or --suite NAME")
@@ -468,34 +468,46 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         )
     # every run's configuration is checked before the store is created or touched
     validate_campaign(campaign)
+    client = None
     if args.scheduler:
         _check_scheduler_address(args.scheduler)
-    with Store(args.store) as store:
-        try:
-            outcome = run_campaign(
-                campaign,
-                store,
-                workers=args.workers,
-                scheduler=args.scheduler,
-                retry_failed=args.retry_failed,
-                progress=not args.no_progress,
-            )
-        except KeyboardInterrupt:
-            raise Interrupted(
-                f"finished runs are stored in {args.store}; run the same command to resume"
-            ) from None
-        print(
-            f"campaign {campaign.name} ({outcome.campaign_id}): {outcome.total} runs, "
-            f"{outcome.skipped} already stored, {outcome.done} done, {outcome.failed} failed; "
-            f"store: {args.store}"
-        )
-        for run_id, message in outcome.failures:
-            print(f"  failed {run_id}: {message}")
-        config = next(
-            c["config"] for c in store.campaigns() if c["campaign_id"] == outcome.campaign_id
-        )
-        print(summary_table(store.runs(outcome.campaign_id), config=config))
+        # connected before the store is created or touched
+        client = connect_scheduler(args.scheduler)
+    try:
+        with Store(args.store) as store:
+            try:
+                outcome = run_campaign(
+                    campaign,
+                    store,
+                    workers=args.workers,
+                    scheduler=client,
+                    retry_failed=args.retry_failed,
+                    progress=not args.no_progress,
+                )
+            except KeyboardInterrupt:
+                raise Interrupted(
+                    f"finished runs are stored in {args.store}; run the same command to resume"
+                ) from None
+            _print_campaign_outcome(campaign, outcome, store, args.store)
+    finally:
+        if client is not None:
+            client.close()
     return 0 if outcome.failed == 0 else 1
+
+
+def _print_campaign_outcome(campaign: Any, outcome: Any, store: Any, path: str) -> None:
+    """What ``dynbo bench`` prints when a campaign ends: counts, failures, the summary table."""
+    from dynbo.report.tables import summary_table
+
+    print(
+        f"campaign {campaign.name} ({outcome.campaign_id}): {outcome.total} runs, "
+        f"{outcome.skipped} already stored, {outcome.done} done, {outcome.failed} failed; "
+        f"store: {path}"
+    )
+    for run_id, message in outcome.failures:
+        print(f"  failed {run_id}: {message}")
+    config = next(c["config"] for c in store.campaigns() if c["campaign_id"] == outcome.campaign_id)
+    print(summary_table(store.runs(outcome.campaign_id), config=config))
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

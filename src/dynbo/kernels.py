@@ -173,10 +173,13 @@ def correlation_and_radial_derivative(
         s = r * math.sqrt(3.0)
         e = s.neg().exp_()
         return (s + 1.0).mul_(e), e.mul(-3.0)
+    # few operations: on the small matrices of the acquisition's inner loop each one
+    # costs its dispatch, not its arithmetic
     s = r * math.sqrt(5.0)
     e = s.neg().exp_()
-    value = (s * s).mul_(1.0 / 3.0).add_(s).add_(1.0).mul_(e)
-    return value, (s + 1.0).mul_(e).mul_(-5.0 / 3.0)
+    linear = s + 1.0
+    value = torch.addcmul(linear, s, s, value=1.0 / 3.0).mul_(e)
+    return value, linear.mul_(e).mul_(-5.0 / 3.0)
 
 
 def correlation_np(family: FamilyLike, r: np.ndarray | float) -> np.ndarray:

@@ -22,6 +22,7 @@ __all__ = [
     "boolean",
     "finite_number",
     "max_abs_target",
+    "named_option",
     "parse_boolean_text",
     "positive_int",
     "real_array",
@@ -42,6 +43,18 @@ def _scalar(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.ndim == 0:
         return value.detach().cpu().item()
     return value
+
+
+def named_option(name: str, convert: Callable[[Any], Any], value: Any) -> Any:
+    """``convert(value)``, its ``ValueError`` prefixed with the option's ``name``.
+
+    For converters that say what is wrong with a value but not which option held it
+    (``as_family``: "unknown correlation family 'x'").
+    """
+    try:
+        return convert(value)
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None
 
 
 def finite_number(name: str, value: Any) -> float:
@@ -139,7 +152,9 @@ def real_array(name: str, value: Any) -> np.ndarray:
     except (TypeError, ValueError, RuntimeError):
         raise ValueError(f"{name} must be an array of real numbers, got {value!r}") from None
     if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold real numbers, got {arr.dtype} values: {value!r}")
+        shown = repr(value)
+        shown = shown if len(shown) <= 200 else f"{shown[:200]}..."
+        raise ValueError(f"{name} must hold real numbers, got {arr.dtype} values: {shown}")
     try:
         return arr.astype(float)
     except OverflowError:

@@ -396,8 +396,6 @@ class UpperConfidenceBound:
         if posterior is None:
             return None
         sd = posterior.variance.sqrt()
-        values = self.sign * posterior.mean + self.kappa * sd
-        gradients = (self.sign * posterior.mean_gradient).add_(
-            posterior.variance_gradient * (0.5 * self.kappa / sd).reshape(-1, 1)
-        )
-        return values, gradients
+        values = torch.add(posterior.mean * self.sign, sd, alpha=self.kappa)
+        # d sigma = d sigma^2 / (2 sigma)
+        return values, posterior.gradient(self.sign, sd.reciprocal().mul_(0.5 * self.kappa))

@@ -16,7 +16,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Benchmark", "BenchmarkInfo"]
+__all__ = ["MAX_ARRAY_BYTES", "Benchmark", "BenchmarkInfo", "check_array_size"]
+
+#: the largest array a benchmark allocates (bytes): options that need a larger one are
+#: refused when the benchmark is made, not met later as a MemoryError
+MAX_ARRAY_BYTES = 2**31
+
+
+def check_array_size(benchmark: str, what: str, shape: tuple[int, ...]) -> None:
+    """Refuse options whose float64 array of ``shape`` would exceed :data:`MAX_ARRAY_BYTES`.
+
+    Args:
+        benchmark: the benchmark's name (starts the message).
+        what: the options responsible, as the user gave them (e.g. ``"grid_size = 500"``).
+        shape: the array's shape.
+
+    Raises:
+        ValueError: naming the options, the array and its size.
+    """
+    nbytes = 8 * math.prod(int(n) for n in shape)
+    if nbytes > MAX_ARRAY_BYTES:
+        raise ValueError(
+            f"{benchmark}: {what} needs a {' x '.join(map(str, shape))} array of "
+            f"{nbytes / 2**30:.3g} GiB; at most {MAX_ARRAY_BYTES / 2**30:g} GiB"
+        )
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,22 @@ def _parse_time(date: str, clock: str) -> datetime | None:
         return None
 
 
+def _parse_reading(line: str, low: float, high: float) -> tuple[int, datetime, float] | None:
+    """``(mote, time, celsius)`` of one raw line, or ``None`` if :func:`read_raw` drops it."""
+    fields = line.split()
+    if len(fields) < 5:
+        return None
+    try:
+        mote = int(fields[3])
+        value = float(fields[4])
+    except ValueError:
+        return None
+    if mote not in MOTE_IDS or not (low < value <= high):
+        return None
+    when = _parse_time(fields[0], fields[1])
+    return None if when is None else (mote, when, value)
+
+
 def read_raw(
     path: str | os.PathLike[str],
     *,
@@ -174,22 +190,11 @@ def read_raw(
     values: list[float] = []
     with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         for line in handle:
-            fields = line.split()
-            if len(fields) < 5:
-                continue
-            try:
-                mote = int(fields[3])
-                value = float(fields[4])
-            except ValueError:
-                continue
-            if mote not in MOTE_IDS or not (low < value <= high):
-                continue
-            when = _parse_time(fields[0], fields[1])
-            if when is None:
-                continue
-            motes.append(mote)
-            times.append(when)
-            values.append(value)
+            reading = _parse_reading(line, low, high)
+            if reading is not None:
+                motes.append(reading[0])
+                times.append(reading[1])
+                values.append(reading[2])
     if not values:
         raise ValueError(f"{path}: no plausible temperature reading")
     first = min(times)
@@ -224,6 +229,23 @@ def cache_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".cache" / "dynbo"
 
 
+#: lines of a download read to see that it holds Intel Lab readings at all
+CHECKED_LINES = 10_000
+
+
+def _check_readings(path: str, url: str) -> None:
+    """Refuse a gzip download with no Intel Lab reading in its first lines (a wrong file:
+    an error page, another data set), which every later use would fail on."""
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as handle:
+        for _, line in zip(range(CHECKED_LINES), handle):
+            if _parse_reading(line, *PLAUSIBLE_CELSIUS) is not None:
+                return
+    raise ValueError(
+        f"{url}: not the Intel Lab readings (no line 'date time epoch moteid temperature "
+        f"...' with a plausible reading in its first {CHECKED_LINES} lines); nothing cached"
+    )
+
+
 def fetch_raw(
     data_dir: str | os.PathLike[str] | None = None,
     *,
@@ -234,8 +256,9 @@ def fetch_raw(
     """The cached raw readings ``<cache>/intel-lab/data.txt.gz``, downloaded on first use.
 
     The download goes to a temporary file in the cache directory, is checked to be a
-    complete gzip stream, and only then renamed into place, so an interrupted or corrupt
-    download never leaves a cached file that later calls would trust.
+    complete gzip stream whose first lines hold Intel Lab readings, and only then renamed
+    into place, so an interrupted, corrupt or wrong download never leaves a cached file
+    that later calls would trust.
 
     Args:
         data_dir: cache directory (see :func:`cache_dir`).
@@ -246,7 +269,8 @@ def fetch_raw(
     Raises:
         FileNotFoundError: not cached and ``download`` is ``False``.
         OSError: the download failed (nothing is left in the cache).
-        ValueError: the downloaded file is not a complete gzip stream.
+        ValueError: the downloaded file is not a complete gzip stream, or holds no
+            Intel Lab reading in its first :data:`CHECKED_LINES` lines.
     """
     target = cache_dir(data_dir) / "intel-lab" / "data.txt.gz"
     if target.is_file():
@@ -267,6 +291,7 @@ def fetch_raw(
                     pass
         except (OSError, EOFError, zlib.error) as err:
             raise ValueError(f"{url}: not a complete gzip file ({err})") from None
+        _check_readings(partial, url)
         os.replace(partial, target)
     finally:
         if os.path.exists(partial):

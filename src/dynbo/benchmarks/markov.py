@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from dynbo.benchmarks.base import Benchmark
+from dynbo.benchmarks.base import Benchmark, check_array_size
 from dynbo.kernels import as_family, correlation_np
 
 __all__ = ["BLOCK_STEPS", "MarkovChainGP", "grid_points"]
@@ -100,10 +100,18 @@ class MarkovChainGP(Benchmark):
             raise ValueError(f"markov: lengthscale must be positive, got {lengthscale!r}")
         if noise_variance < 0:
             raise ValueError(f"markov: noise_variance must be >= 0, got {noise_variance!r}")
-        if not horizon > 0:
-            raise ValueError(f"markov: horizon must be positive, got {horizon!r}")
+        if not (horizon > 0 and math.isfinite(horizon)):
+            raise ValueError(f"markov: horizon must be positive and finite, got {horizon!r}")
         if int(grid_size) != grid_size or grid_size < 2:
             raise ValueError(f"markov: grid_size must be an integer >= 2, got {grid_size!r}")
+        points = int(grid_size) ** 2
+        check_array_size("markov", f"grid_size = {grid_size}", (points, points))  # covariance
+        # every version up to the horizon is kept (one row per step)
+        check_array_size(
+            "markov",
+            f"horizon = {horizon} with grid_size = {grid_size}",
+            (math.floor(horizon) + 1, points),
+        )
         self.kernel = family
         self.lengthscale = float(lengthscale)
         self.epsilon = float(epsilon)
@@ -147,10 +155,18 @@ class MarkovChainGP(Benchmark):
 
     def step_index(self, t: float | np.ndarray) -> np.ndarray:
         """0-based version index ``floor(t)`` of time(s) ``t`` (steps); ``t < 0`` is an error."""
-        steps = np.floor(np.asarray(t, dtype=float)).astype(np.int64)
-        if np.any(steps < 0):
+        times = np.asarray(t, dtype=float)
+        if not np.all(np.isfinite(times)):
+            raise ValueError(f"markov: times must be finite, got {t!r}")
+        if np.any(times < 0):
             raise ValueError("markov: times must be >= 0")
-        return steps
+        if np.any(times >= self.horizon + 1):
+            # versions are drawn step by step up to the one asked for
+            raise ValueError(
+                f"markov: times must be below the horizon {self.horizon:g} + 1 step, got "
+                f"{float(times.max()):g}"
+            )
+        return np.floor(times).astype(np.int64)
 
     def grid_values(self, t: float) -> np.ndarray:
         """``(grid_size^2,)`` values of the version at time ``t`` on :attr:`candidates`."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynbo.benchmarks.base import Benchmark
+from dynbo.benchmarks.base import Benchmark, check_array_size
 from dynbo.benchmarks.search import maximize_interval
 from dynbo.kernels import correlation_np
 from dynbo.validation import positive_number
@@ -72,6 +72,7 @@ class DriftingRKHS(Benchmark):
     ) -> None:
         if int(n_centres) != n_centres or n_centres < 1:
             raise ValueError(f"rkhs: n_centres must be a positive integer, got {n_centres!r}")
+        check_array_size("rkhs", f"n_centres = {n_centres}", (int(n_centres),) * 2)  # Gram
         if normalization not in _NORMALIZATIONS:
             raise ValueError(
                 f"rkhs: normalization must be one of {_NORMALIZATIONS}, got {normalization!r}"
@@ -90,6 +91,7 @@ class DriftingRKHS(Benchmark):
         if grid_points is not None:
             if isinstance(grid_points, bool) or int(grid_points) != grid_points or grid_points < 2:
                 raise ValueError(f"rkhs: grid_points must be an integer >= 2, got {grid_points!r}")
+            check_array_size("rkhs", f"grid_points = {grid_points}", (int(grid_points),))
             self.candidates = np.linspace(-50.0, 50.0, int(grid_points)).reshape(-1, 1)
         self.centres = np.linspace(-50.0, 50.0, self.n_centres)
         self.centre_gram = self.kernel(self.centres, self.centres)

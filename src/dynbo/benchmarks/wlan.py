@@ -56,7 +56,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from dynbo.benchmarks.base import Benchmark
+from dynbo.benchmarks.base import Benchmark, check_array_size
 from dynbo.benchmarks.search import BoxSearchSettings, OptimumCache, maximize_box
 
 try:  # a dependency of botorch; only used to keep BLAS to one thread during a search
@@ -74,6 +74,9 @@ _OPTIMUM_CACHE_SIZE = 65_536
 _WARM_STARTS = 4
 _CORNER_STARTS = 4
 _MAX_CORNER_DIM = 12
+#: the most random-waypoint legs (all users) a benchmark draws when it is made: about
+#: ten seconds of the drawing loop; the papers' setting needs about a hundred
+MAX_EXPECTED_LEGS = 500_000
 _CHUNK = 4096  # points per block in f: bounds the (m, U, A) temporaries
 _BLAS_CONTROLLER: list = []  # the threadpoolctl controller, built on first use
 
@@ -209,6 +212,18 @@ def ap_grid(count: int, width: float, depth: float) -> np.ndarray:
     return np.array(positions, dtype=float)
 
 
+def expected_legs(constants: WLANConstants, users: int, horizon: float) -> float:
+    """About how many random-waypoint legs ``users`` draw over ``[0, horizon + margin]``.
+
+    A leg is a walk and a pause: ``pause_max / 2`` s of pause on average, and a walk of
+    about a third of the floor's diagonal (the mean distance between two uniform points
+    of a rectangle is 0.33-0.52 of it) at the mean speed.
+    """
+    c = constants
+    walk = (math.hypot(c.floor_width, c.floor_depth) / 3.0) / (0.5 * (c.speed_min + c.speed_max))
+    return users * (horizon + c.margin) / (0.5 * c.pause_max + walk)
+
+
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"wlan: {name} must be a positive integer, got {value!r}")
@@ -286,6 +301,17 @@ class WLAN(Benchmark):
         if not isinstance(constants, WLANConstants):
             raise ValueError(f"wlan: constants must be a WLANConstants, got {constants!r}")
         self.constants = constants
+        check_array_size(
+            "wlan",
+            f"access_points = {access_points}",
+            (2 ** min(self.access_points, _MAX_CORNER_DIM), self.access_points),
+        )
+        legs = expected_legs(constants, self.users, self.horizon)
+        if legs > MAX_EXPECTED_LEGS:
+            raise ValueError(
+                f"wlan: users = {users} over horizon = {horizon} s need about {legs:.3g} "
+                f"random-waypoint legs; at most {MAX_EXPECTED_LEGS:g}"
+            )
         self.dim = self.access_points
         self.bounds = np.array([[POWER_MIN_MW] * self.dim, [POWER_MAX_MW] * self.dim], dtype=float)
         self.power_bounds_dbm = 10.0 * np.log10(self.bounds)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import signal
 import sys
@@ -62,6 +63,7 @@ __all__ = [
     "Campaign",
     "CampaignOutcome",
     "DEFAULT_RESPONSE_TIME",
+    "connect_scheduler",
     "load_campaign",
     "run_campaign",
     "validate_campaign",
@@ -121,6 +123,46 @@ class CampaignOutcome:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _check_label(label: Any, what: str, name: Any) -> None:
+    """A label is a row or column heading of every table: one printable line, no ``|``."""
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError(
+            f"label of {what} entry {name!r} must be a non-empty string, got {label!r}"
+        )
+    if not label.isprintable() or "|" in label:
+        raise ValueError(
+            f"label of {what} entry {name!r} must be one printable line without '|' (it heads "
+            f"a table row or column), got {label!r}"
+        )
+
+
+def _check_distinct_headings(
+    bench_entries: list[tuple[str, dict[str, Any], str | None]],
+    policy_entries: list[tuple[str, dict[str, Any], str | None]],
+) -> None:
+    """Refuse entries that would share a table row or column and mix their runs."""
+    rows: dict[str, tuple[str, str]] = {}
+    for name, options, label in bench_entries:
+        heading = label or name
+        identity = (name, json.dumps(options, sort_keys=True, default=str))
+        if rows.setdefault(heading, identity) != identity:
+            raise ValueError(
+                f"two benchmark entries would share the table row {heading!r} (different "
+                "benchmarks or options); give each its own 'label'"
+            )
+    unlabelled = {name for name, _, label in policy_entries if not label}
+    columns: dict[str, tuple[str, str]] = {}
+    for name, options, label in policy_entries:
+        if not label:
+            continue
+        identity = (name, json.dumps(options, sort_keys=True, default=str))
+        if columns.setdefault(label, identity) != identity or label in unlabelled - {name}:
+            raise ValueError(
+                f"two policy entries would share the table column {label!r}; give each its "
+                "own 'label'"
+            )
+
+
 def _entries(items: Any, what: str) -> list[tuple[str, dict[str, Any], str | None]]:
     if items is None:
         return []
@@ -142,7 +184,10 @@ def _entries(items: Any, what: str) -> list[tuple[str, dict[str, Any], str | Non
             options = item.get("options", {})
             if not isinstance(options, Mapping):
                 raise ValueError(f"options of {what} entry {item['name']!r} must be a table")
-            out.append((str(item["name"]), dict(options), item.get("label")))
+            label = item.get("label")
+            if label is not None:
+                _check_label(label, what, item["name"])
+            out.append((str(item["name"]), dict(options), label))
         else:
             raise ValueError(f"{what} entries must be names or tables, got {item!r}")
     return out
@@ -198,9 +243,12 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     skipped: list[str] = []
     for suite_name in suites:
         suite = registry.suite(suite_name)
-        bench_entries += [(e.benchmark, dict(e.options), e.label) for e in suite.entries]
         for e in suite.entries:
-            entry_policy_options[e.label] = {p: dict(o) for p, o in e.policy_options.items()}
+            # the rows of several suites are told apart by their suite (two suites may
+            # both run e.g. 'schwefel', with different settings)
+            label = f"{suite_name}/{e.label or e.benchmark}" if len(suites) > 1 else e.label
+            bench_entries.append((e.benchmark, dict(e.options), label))
+            entry_policy_options[label] = {p: dict(o) for p, o in e.policy_options.items()}
         listed = {q for q, _, _ in policy_entries}
         # a suite may list algorithms this version does not provide: run the others
         policy_entries += [
@@ -222,6 +270,7 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
         raise ValueError("the campaign names no benchmarks (give 'suites' or 'benchmarks')")
     if not policy_entries:
         raise ValueError("the campaign names no policies (give 'suites' or 'policies')")
+    _check_distinct_headings(bench_entries, policy_entries)
     names = set(registry.names())
     for name, _, _ in bench_entries:
         if name not in names:
@@ -471,6 +520,48 @@ def run_campaign(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     validate_campaign(campaign)
+    if scheduler is None or not isinstance(scheduler, str):
+        return _run_campaign(campaign, store, workers, scheduler, retry_failed, progress, on_result)
+    # connected before the store is written: an unreachable scheduler leaves it as it was
+    client = connect_scheduler(scheduler)
+    try:
+        return _run_campaign(campaign, store, workers, client, retry_failed, progress, on_result)
+    finally:
+        client.close()
+
+
+def connect_scheduler(address: str) -> Any:
+    """A ``distributed.Client`` connected to the Dask scheduler at ``address``.
+
+    Waits as long as Dask's ``distributed.comm.timeouts.connect`` setting (30 s by
+    default). The caller closes the client.
+
+    Raises:
+        ValueError: the extra is not installed, the address is malformed, or no
+            scheduler answers there in time.
+    """
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - the harness extra installs it
+        raise ValueError(
+            "running on a Dask cluster needs `pip install dask[distributed]`"
+        ) from None
+    try:
+        return Client(address)
+    except (OSError, TimeoutError, ValueError, TypeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"cannot reach a Dask scheduler at {address!r}: {reason}") from None
+
+
+def _run_campaign(
+    campaign: Campaign,
+    store: Store,
+    workers: int,
+    scheduler: Any,
+    retry_failed: bool,
+    progress: bool,
+    on_result: Callable[[RunResult], None] | None,
+) -> CampaignOutcome:
     store.add_campaign(campaign.campaign_id, campaign.name, dict(campaign.config))
     store.link(campaign.campaign_id, [s.run_id for s in campaign.specs])
     stored = store.completed_run_ids(include_failed=not retry_failed)
@@ -579,16 +670,10 @@ def _terminate_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def _run_on_dask(
-    specs: list[RunSpec], scheduler: Any, record: Callable[[RunResult, int], None]
+    specs: list[RunSpec], client: Any, record: Callable[[RunResult, int], None]
 ) -> None:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:  # pragma: no cover - the harness extra installs it
-        raise ValueError(
-            "running on a Dask cluster needs `pip install dask[distributed]`"
-        ) from None
-    own_client = not isinstance(scheduler, Client)
-    client = Client(scheduler) if own_client else scheduler
+    from distributed import as_completed
+
     futures = []
     try:
         futures = client.map(_worker_execute, specs, pure=False)
@@ -600,9 +685,6 @@ def _run_on_dask(
         # an interrupt (or a failed record) must not leave the cluster computing
         client.cancel([f for f in futures if not f.done()])
         raise
-    finally:
-        if own_client:
-            client.close()
 
 
 def _progress_bar(total: int, name: str) -> Any:

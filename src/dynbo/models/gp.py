@@ -45,20 +45,52 @@ _MIN_VARIANCE = 1e-12
 class PosteriorGradient:
     """Posterior mean and variance at ``m`` points with their spatial gradients (standardized).
 
+    The gradients are kept as contraction weights over the data (``d mu_i / dx_i =
+    sum_j a_j dk_ij / dx_i``, ``d sigma_i^2 / dx_i = sum_j V_ij dk_ij / dx_i``) and formed
+    on request, so that an acquisition that needs one combination of them (UCB:
+    ``mu + kappa sigma``) pays for one contraction, :meth:`gradient`.
+
     Attributes:
         mean, variance: ``(m,)``; the variance floored at ``1e-12`` (its gradient is 0
             where the floor holds, as autograd's through the clamp).
-        mean_gradient, variance_gradient: ``(m, d)`` in the unit-box coordinates.
         cross: the cross-covariance with the data and its gradients.
+        mean_weights: ``(n,)`` ``a = Delta^{-1} y_std``.
+        variance_weights: ``(m, n)`` ``V`` (``-2 (Delta^{-1} k(Z, x_i))_j`` for the GP),
+            rows of zeros where the variance sits at its floor.
         representer: ``(n, m)`` ``Delta^{-1} k(Z, x)`` (the ridge widths need it).
     """
 
     mean: torch.Tensor
     variance: torch.Tensor
-    mean_gradient: torch.Tensor
-    variance_gradient: torch.Tensor
     cross: CrossCovarianceGradient
+    mean_weights: torch.Tensor
+    variance_weights: torch.Tensor
     representer: torch.Tensor
+
+    def gradient(
+        self, mean_coefficient: float, variance_coefficient: torch.Tensor | float
+    ) -> torch.Tensor:
+        """``(m, d)`` gradient of ``c_mu mu_i + c_var,i sigma_i^2`` in one contraction.
+
+        Args:
+            mean_coefficient: ``c_mu``.
+            variance_coefficient: ``c_var``, a number or ``(m,)`` per point.
+        """
+        if isinstance(variance_coefficient, torch.Tensor):
+            variance_part = self.variance_weights * variance_coefficient[:, None]
+        else:
+            variance_part = self.variance_weights * variance_coefficient
+        return self.cross.contract(variance_part.add_(self.mean_weights, alpha=mean_coefficient))
+
+    @property
+    def mean_gradient(self) -> torch.Tensor:
+        """``(m, d)`` ``d mu / dx`` in the unit-box coordinates."""
+        return self.cross.contract(self.mean_weights)
+
+    @property
+    def variance_gradient(self) -> torch.Tensor:
+        """``(m, d)`` ``d sigma^2 / dx`` in the unit-box coordinates (0 where floored)."""
+        return self.gradient(0.0, 1.0)
 
 
 class SpatioTemporalGP:
@@ -91,6 +123,7 @@ class SpatioTemporalGP:
         if hyperparameters is None:
             hyperparameters = Hyperparameters(lengthscale_time=1.0 if kernel.uses_time else None)
         self._hyper = hyperparameters.for_kernel(kernel)
+        self._lengthscale_cache: tuple[Hyperparameters, torch.Tensor] | None = None
         self.standardize = standardize
         self.dtype = dtype
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -454,29 +487,34 @@ class SpatioTemporalGP:
         z = test_inputs.to(dtype=self.dtype, device=self.device)
         h = self._hyper
         cross = self.kernel.covariance_with_gradient(
-            z,
-            self._inputs,
-            as_lengthscale_tensor(h.lengthscale_space, z),
-            h.lengthscale_time,
-            h.outputscale,
+            z, self._inputs, self._lengthscale_space(), h.lengthscale_time, h.outputscale
         )
         if cross is None:
             return None
         mean = cross.value @ self._alpha
         v = torch.linalg.solve_triangular(self._factor, cross.value.T, upper=False)  # (n, m)
-        variance = self.prior_variance(z) - (v * v).sum(0)
+        # the prior variance is the outputscale itself for the stationary kernels
+        prior = h.outputscale if self.kernel.stationary else self.prior_variance(z)
+        variance = (v * v).sum(0).neg_().add_(prior)
         representer = torch.linalg.solve_triangular(self._factor.T, v, upper=True)  # (n, m)
-        variance_gradient = cross.contract(representer.T).mul_(-2.0)
         # zero where the floor holds, as autograd's gradient through the clamp
-        variance_gradient.masked_fill_((variance < _MIN_VARIANCE).unsqueeze(-1), 0.0)
+        weights = representer.T.masked_fill((variance < _MIN_VARIANCE)[:, None], 0.0)
         return PosteriorGradient(
             mean=mean,
-            variance=variance.clamp_min(_MIN_VARIANCE),
-            mean_gradient=cross.contract(self._alpha),
-            variance_gradient=variance_gradient,
+            variance=variance.clamp_min_(_MIN_VARIANCE),
             cross=cross,
+            mean_weights=self._alpha,
+            variance_weights=weights.mul_(-2.0),
             representer=representer,
         )
+
+    def _lengthscale_space(self) -> torch.Tensor:
+        """``l_S`` as a tensor, cached until the hyperparameters change."""
+        cached = self._lengthscale_cache
+        if cached is None or cached[0] is not self._hyper:
+            tensor = as_lengthscale_tensor(self._hyper.lengthscale_space, self._inputs)
+            self._lengthscale_cache = cached = (self._hyper, tensor)
+        return cached[1]
 
     def information_gain(self) -> float:
         """``(1/2) log det(I + N^{-1/2} K N^{-1/2})`` of the data held (nats).

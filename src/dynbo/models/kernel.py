@@ -300,10 +300,14 @@ class KernelSpec:
         if self.arms is not None or self.spatial is Family.MATERN12:
             return None
         d = self.dim
-        inverse_square = (lengthscale_space * lengthscale_space).reciprocal()
+        inverse_lengthscale = lengthscale_space.reciprocal()
         points, data = inputs1[:, :d], inputs2[:, :d]
-        diff = points[:, None, :] - data[None, :, :]
-        r = (diff * diff).mul_(inverse_square).sum(-1).sqrt_()
+        # differences, not the |a|^2 + |b|^2 - 2ab expansion (see _squared_distance)
+        r = torch.cdist(
+            points * inverse_lengthscale,
+            data * inverse_lengthscale,
+            compute_mode="donot_use_mm_for_euclid_dist",
+        )
         value, radial = correlation_and_radial_derivative(self.spatial, r)
         factor: torch.Tensor | float = scale
         if self.temporal is not None:
@@ -315,7 +319,7 @@ class KernelSpec:
             radial=radial.mul_(factor),
             points=points,
             data=data,
-            inverse_square_lengthscale=inverse_square,
+            inverse_square_lengthscale=inverse_lengthscale * inverse_lengthscale,
         )
 
     def spatial_only(self) -> KernelSpec:
@@ -461,7 +465,13 @@ class HyperparameterBounds:
             pair = None
             if isinstance(value, (list, tuple)) and len(value) == 2:
                 if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-                    pair = (float(value[0]), float(value[1]))
+                    try:
+                        pair = (float(value[0]), float(value[1]))
+                    except OverflowError:
+                        raise ValueError(
+                            f"hyperparameter_bounds[{key!r}] holds an integer too large to be "
+                            "a float"
+                        ) from None
             if pair is None:
                 raise ValueError(
                     f"hyperparameter_bounds[{key!r}] must be a (low, high) pair, got {value!r}"

@@ -129,10 +129,10 @@ class WeightedRidgeView:
         # c_s <= 0: where the GP's variance sits at its floor, so does the width
         squared = posterior.variance + regularizer * (weights * b * b).sum(0)
         projected = torch.cholesky_solve(weights * b, gp.cholesky_factor)  # (n, m)
-        gradient = posterior.variance_gradient + posterior.cross.contract(projected.T).mul_(
-            2.0 * regularizer
-        )
-        gradient.masked_fill_((squared < _MIN_WIDTH).unsqueeze(-1), 0.0)
+        # V = -2 b + 2 lambda_r Delta^{-1} (c o b), rows of zeros where the width is floored
+        variance_weights = torch.add(b.T, projected.T, alpha=-regularizer).mul_(-2.0)
         return replace(
-            posterior, variance=squared.clamp_min(_MIN_WIDTH), variance_gradient=gradient
+            posterior,
+            variance=squared.clamp_min(_MIN_WIDTH),
+            variance_weights=variance_weights.masked_fill_((squared < _MIN_WIDTH)[:, None], 0.0),
         )

@@ -60,6 +60,7 @@ from dynbo.validation import (
     boolean,
     finite_number,
     max_abs_target,
+    named_option,
     plain_value,
     positive_int,
     real_array,
@@ -103,6 +104,14 @@ def make(name: str, **config: Any) -> Policy:
         raise ValueError(
             f"unknown option(s) {', '.join(map(repr, unknown))} for policy {name!r}; "
             f"its options: {', '.join(sorted(accepted))}"
+        )
+    missing = sorted(
+        k for k, v in accepted.items() if v is inspect.Parameter.empty and k not in config
+    )
+    if missing:
+        raise ValueError(
+            f"policy {name!r} needs the option(s) {', '.join(map(repr, missing))} "
+            "(bounds: [lower corner, upper corner] of the search box)"
         )
     return cls(**config)
 
@@ -280,8 +289,12 @@ class Policy(ABC):
                 "relevancy criterion integrates over the box), not a given covariance"
             )
         self.dim = self._domain.dim
-        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if (
+            isinstance(seed, (bool, np.bool_))
+            or not isinstance(seed, numbers.Integral)
+            or not 0 <= seed < 2**63  # what a torch generator takes
+        ):
+            raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
         self.seed = int(seed)
         self.device = usable_device(device)
         self.beta_schedule = make_beta_schedule(beta)
@@ -325,16 +338,18 @@ class Policy(ABC):
         self._awaiting: tuple[float, int, float] | None = None
         self._asked_size: int | None = None  # the dataset size while an iteration runs
         self._max_abs_target = max_abs_target(self.dtype)
-        if self.models_time and not self.accepts_wiener:
-            if as_temporal(temporal_kernel) == WIENER:
-                raise ValueError(
-                    f"temporal_kernel: 'wiener' is UI-TVBO's (it needs time measured from "
-                    f"an origin); {self.name} takes a stationary family"
-                )
+        spatial_family = named_option("spatial_kernel", as_family, spatial_kernel)
+        # checked even where time is not modeled, so that a misspelling never passes
+        temporal_family = named_option("temporal_kernel", as_temporal, temporal_kernel)
+        if self.models_time and not self.accepts_wiener and temporal_family == WIENER:
+            raise ValueError(
+                f"temporal_kernel: 'wiener' is UI-TVBO's (it needs time measured from "
+                f"an origin); {self.name} takes a stationary family"
+            )
         self.kernel = KernelSpec(
             dim=self.dim,
-            spatial=as_family(spatial_kernel),
-            temporal=as_temporal(temporal_kernel) if self.models_time else None,
+            spatial=spatial_family,
+            temporal=temporal_family if self.models_time else None,
             ard=boolean("ard", ard),
             arms=self._domain.arms,
         )

@@ -131,17 +131,28 @@ def write_report(
     finished = [r for r in runs if r["status"] == "done"]
     if not finished:
         raise ValueError(f"campaign {cid[:12]} ({campaign['name']}) has no finished run yet")
+    if not bool((frame["warmup"] == 0).any()):
+        raise ValueError(
+            f"campaign {cid[:12]} ({campaign['name']}): none of its {len(finished)} finished "
+            "runs made a query after the warm-up (the horizon ends before the first "
+            "response); there is nothing to tabulate or plot"
+        )
     config = campaign["config"]
     variants = policy_variants(runs, config)
     frame["variant"] = frame["run_id"].map(variants)
     # everything is written to a staging folder beside the target and moved in at the
     # end: a report that fails half-way leaves the previous one whole
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         _write_files(out, campaign, runs, finished, frame, variants, animate, extra_html)
         for path in out.iterdir():
             os.replace(path, target / path.name)
+    except BaseException:
+        if created:  # nor an empty folder of ours
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return target / "index.html"

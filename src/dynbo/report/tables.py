@@ -310,7 +310,16 @@ def summary_table(
     try:
         table = build_table(runs, metric, config)
     except ValueError:
-        return "(no finished runs)"
+        finished = [r for r in runs if r.get("status") == "done"]
+        if not finished:
+            return "(no finished runs)"
+        empty = sum(1 for r in finished if not (r.get("summary") or {}).get("queries"))
+        reason = (
+            f": {empty} of them made no query after the warm-up (the horizon ends first)"
+            if empty
+            else ""
+        )
+        return f"(none of the {len(finished)} finished runs has a value of {metric}{reason})"
     texts = {}
     for key, cell in table.cells.items():
         mark = "*" if cell.bold else ("_" if cell.underline else " ")
