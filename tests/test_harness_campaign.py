@@ -485,3 +485,84 @@ def test_several_suites_name_their_rows_by_suite():
     assert "bolt/schwefel" in labels and "wdbo/schwefel" in labels
     alone = build_campaign({"suites": ["bolt"], "seeds": 1})
     assert "schwefel" in {s.label for s in alone.specs}  # one suite keeps its own labels
+
+
+def test_campaign_files_with_a_byte_order_mark_load_and_non_utf8_ones_are_named(tmp_path):
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b'\xef\xbb\xbfbenchmarks = ["ackley"]\npolicies = ["gp-ucb"]\n')
+    assert len(load_campaign(bom).specs) == 1
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'name = "caf\xe9"\nbenchmarks = ["ackley"]\npolicies = ["gp-ucb"]\n')
+    with pytest.raises(
+        ValueError, match=r"latin.toml is not UTF-8 text \(byte 0xe9 at offset 11\)"
+    ):
+        load_campaign(latin)
+
+
+def test_run_refuses_policy_options_the_run_sets_itself(tmp_path, capsys):
+    store = tmp_path / "s.sqlite"
+    for option in ("seed=3", "bounds=[[0],[1]]"):
+        code, _, err = run_cli(
+            [
+                "run",
+                "--benchmark",
+                "eggholder",
+                "--policy",
+                "gp-ucb",
+                "--policy-option",
+                option,
+                "--clock",
+                "step",
+                "--store",
+                str(store),
+            ],
+            capsys,
+        )
+        name = option.split("=")[0]
+        assert code == 2 and f"policy option {name!r} is the run's own" in err
+        assert len(err.strip().splitlines()) == 1 and not store.exists()
+
+
+def test_an_empty_store_path_is_refused(tmp_path, capsys, config_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(["bench", str(config_path), "--store", ""], capsys)
+    assert code == 2 and "the result store's path is empty" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+
+
+def test_export_takes_a_campaign_prefix(config_path, tmp_path, capsys):
+    store = tmp_path / "s.sqlite"
+    with Store(store) as s:
+        outcome = run_campaign(load_campaign(config_path), s, progress=False)
+    out = tmp_path / "export"
+    prefix = outcome.campaign_id[:8]
+    code, printed, _ = run_cli(
+        ["export", "--store", str(store), "--campaign", prefix, "--out", str(out)], capsys
+    )
+    assert code == 0 and (out / "runs.csv").exists()
+    assert len((out / "runs.csv").read_text().strip().splitlines()) == 1 + 8
+    code, _, err = run_cli(
+        ["export", "--store", str(store), "--campaign", "zzz", "--out", str(out)], capsys
+    )
+    assert code == 2 and "'zzz' matches no campaign" in err
+
+
+def test_the_reproduce_help_lists_every_reproduction():
+    from dynbo import reproductions
+    from dynbo.cli import REPRODUCTION_NAMES
+
+    assert list(REPRODUCTION_NAMES) == reproductions.available()
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        f"{sys.executable} -m dynbo list | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.stdout.startswith("benchmarks") and "error" not in proc.stderr

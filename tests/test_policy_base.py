@@ -82,6 +82,30 @@ def test_save_and_load_file(tmp_path):
     np.testing.assert_array_equal(q.suggest(2.0).x, p.suggest(2.0).x)
 
 
+def test_a_failed_save_keeps_the_previous_file_and_foreign_files_do_not_load(tmp_path, monkeypatch):
+    p = warmed_policy()
+    path = tmp_path / "policy.pt"
+    p.save(path)
+    before = path.read_bytes()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken)
+    p.observe([0.5, 0.5], 5.0, 0.0)
+    with pytest.raises(RuntimeError, match="disk full"):
+        p.save(path)
+    assert path.read_bytes() == before  # the previous save is whole
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["policy.pt"]  # no partial file
+    monkeypatch.undo()
+    text = tmp_path / "notes.pt"
+    text.write_text("hello\n")
+    with pytest.raises(ValueError, match="not a policy file written by Policy.save"):
+        Policy.load(text)
+    with pytest.raises(FileNotFoundError):
+        Policy.load(tmp_path / "missing.pt")
+
+
 def test_set_valued_options_save_and_load(tmp_path):
     # a frozenset of fixed hyperparameters must not make the saved state unloadable
     p = make(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -108,8 +109,22 @@ class _Help(argparse.HelpFormatter):
         return text
 
 
+#: the reproductions `dynbo reproduce` runs (dynbo.reproductions.available())
+REPRODUCTION_NAMES = (
+    "bolt-table3",
+    "wdbo-table2",
+    "bogunovic-fig2",
+    "et-gp-ucb-temperature",
+    "w-sparq-rkhs",
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     from dynbo import __version__
+
+    # written out, not read from dynbo.reproductions: that import loads torch, which
+    # every command (--help too) would then wait for; a test keeps the two lists equal
+    reproduction_names = REPRODUCTION_NAMES
 
     parser = _Parser(
         prog="dynbo",
@@ -261,17 +276,15 @@ def _parser() -> argparse.ArgumentParser:
     reproduce = add(
         "reproduce",
         "rerun a paper's headline experiment and compare with its numbers",
-        "Run a paper's experiment (a campaign shipped with dynbo: bolt-table3, "
-        "wdbo-table2, bogunovic-fig2, et-gp-ucb-temperature) into a store, resumably "
+        "Run a paper's experiment (a campaign shipped with dynbo: "
+        f"{', '.join(reproduction_names)}) into a store, resumably "
         "like `dynbo bench`, then write the HTML report with the paper's published "
         "numbers beside the measured ones and print its path. --seeds and --horizon run "
         "a cheaper version; "
         "--dry-run prints the number of runs and a rough time estimate. See "
         "docs/reproductions.md.",
     )
-    reproduce.add_argument(
-        "name", help="bolt-table3, wdbo-table2, bogunovic-fig2 or et-gp-ucb-temperature"
-    )
+    reproduce.add_argument("name", help=", ".join(reproduction_names))
     reproduce.add_argument(
         "--seeds", type=_positive_int, help="run seeds 0..N-1 (default: the paper's number)"
     )
@@ -589,16 +602,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from dynbo.harness import Store
+    from dynbo.report.html import choose_campaign
 
     if not Path(args.store).exists():
         raise CliError(f"no result store at {args.store}")
     with Store(args.store, read_only=True) as store:
-        if args.campaign is not None and args.campaign not in store.campaign_ids():
-            raise CliError(
-                f"no campaign {args.campaign!r} in {args.store}; "
-                f"stored: {', '.join(store.campaign_ids()) or 'none'}"
-            )
-        for path in store.export(args.out, args.format, args.campaign):
+        campaign_id = None
+        if args.campaign is not None:  # an id or a unique prefix, as `show` and `report`
+            campaign_id = choose_campaign(store, args.campaign)["campaign_id"]
+        for path in store.export(args.out, args.format, campaign_id):
             print(path)
     return 0
 
@@ -810,6 +822,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return _COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # the reader went away (`dynbo show | head -1`): not an error of ours; stdout is
+        # pointed at /dev/null so that the interpreter's final flush stays quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a killed writer
     except (CliError, ValueError, TypeError, OSError, sqlite3.Error) as err:
         print(f"dynbo: error: {_describe(err)}", file=sys.stderr)
         return 2

@@ -371,9 +371,15 @@ def load_campaign(path: str | os.PathLike[str]) -> Campaign:
     """Read a campaign TOML file."""
     p = Path(path)
     try:
-        text = p.read_text()
+        # utf-8-sig: a byte-order mark some editors write is not TOML
+        text = p.read_bytes().decode("utf-8-sig")
     except OSError as err:
         raise ValueError(f"cannot read campaign config {p}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"campaign config {p} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+            f"offset {err.start}); TOML files are UTF-8"
+        ) from None
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

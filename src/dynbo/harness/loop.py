@@ -266,6 +266,17 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     """
     from dynbo.policies import make, policy_class
 
+    for owned in ("seed", "bounds"):
+        if owned in spec.policy_options:
+            raise ValueError(
+                f"policy option {owned!r} is the run's own ("
+                + (
+                    "the run's seed: --seed, or the campaign's seeds"
+                    if owned == "seed"
+                    else "the benchmark's domain"
+                )
+                + "), not a policy option"
+            )
     options = dict(spec.policy_options)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)

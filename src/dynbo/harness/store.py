@@ -211,6 +211,9 @@ class Store:
     """
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        if isinstance(path, str) and not path.strip():
+            # Path("") is the working directory, and SQLite's "" a throwaway database
+            raise ValueError("the result store's path is empty")
         self.path = Path(path)
         self.read_only = read_only
         if read_only:

@@ -27,10 +27,13 @@ import copy
 import inspect
 import math
 import numbers
+import os
+import tempfile
 import time as _time
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -1012,19 +1015,45 @@ class Policy(ABC):
             raise ValueError(f"state is for policy {name!r}, not a {cls.__name__}")
         try:
             policy = make(name, **{str(k): v for k, v in config.items()})
-        except TypeError as err:  # e.g. a configuration without bounds
+        except (TypeError, ValueError) as err:  # e.g. a configuration without bounds
             raise ValueError(f"policy state's configuration cannot build {name!r}: {err}") from None
         policy.load_state_dict(state)
         return policy
 
-    def save(self, path: str) -> None:
-        """Write :meth:`state_dict` to ``path`` (torch serialization)."""
-        torch.save(self.state_dict(), path)
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`state_dict` to ``path`` (torch serialization).
+
+        Written to a temporary file beside ``path`` and renamed over it: a save that
+        fails or is interrupted leaves the previous file whole.
+        """
+        target = Path(path)
+        handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        os.close(handle)
+        try:
+            torch.save(self.state_dict(), partial)
+            os.replace(partial, target)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
 
     @staticmethod
-    def load(path: str) -> Policy:
-        """Read a policy written by :meth:`save`."""
-        return Policy.from_state_dict(torch.load(path, weights_only=True))
+    def load(path: str | os.PathLike[str]) -> Policy:
+        """Read a policy written by :meth:`save`.
+
+        Raises:
+            OSError: the file cannot be read (``FileNotFoundError`` if it is missing).
+            ValueError: the file is not a policy written by :meth:`save`.
+        """
+        try:
+            state = torch.load(path, weights_only=True)
+        except OSError:
+            raise
+        except Exception as err:  # torch's unpickler raises many types on a foreign file
+            raise ValueError(
+                f"{path} is not a policy file written by Policy.save ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''})"
+            ) from None
+        return Policy.from_state_dict(state)
 
     def __repr__(self) -> str:
         name = type(self).__name__

@@ -199,6 +199,9 @@ class ServiceStore:
     """
 
     def __init__(self, path: str | Path) -> None:
+        if isinstance(path, str) and not path.strip():
+            # Path("") is the working directory, and SQLite's "" a throwaway database
+            raise ValueError("the service store's path is empty")
         self.path = Path(path)
         # before any write (the journal mode is one): a wrong file stays as it was
         check_store_file(
