@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 import dynbo.benchmarks as benchmarks
@@ -84,11 +85,11 @@ def test_bad_option_values_are_value_errors_that_name_them(name, options, messag
         benchmarks.get(name, **options)
 
 
-def test_markov_times_outside_the_drawn_versions_are_refused():
+def test_markov_times_that_cannot_be_drawn_are_refused():
     markov = benchmarks.get("markov", horizon=20)
     x = markov.candidates[:3]
-    assert markov.f(x, 20.5).shape == (3,)  # the horizon's own step
-    for t, message in ((float("nan"), "finite"), (-1.0, ">= 0"), (21.0, "below the horizon")):
+    assert markov.f(x, 25.5).shape == (3,)  # beyond T: drawn on demand
+    for t, message in ((float("nan"), "finite"), (-1.0, ">= 0"), (1e12, "t = 1e\\+12 needs")):
         with pytest.raises(ValueError, match=message):
             markov.f(x, t)
         with pytest.raises(ValueError, match=message):
@@ -208,3 +209,22 @@ def test_suites_are_frozen_and_validated():
         Suite("x", (SuiteEntry("ackley", {}, "a"),) * 2, "step", 1, ("gp-ucb",), "")
     with pytest.raises(ValueError, match="'missing'"):
         suite.entry("missing")
+
+
+@pytest.mark.parametrize("name", ["eggholder", "markov", "rkhs", "wlan", "cartpole", "temperature"])
+def test_f_and_optimum_check_their_inputs(name):
+    bench = benchmarks.get(name)
+    x = np.asarray(bench.bounds[0], dtype=float)
+    bench.f(x, 1.0)  # a good call works
+    bad_calls = [
+        (lambda: bench.f(x, float("nan")), "t must be finite"),
+        (lambda: bench.f(np.append(x, 0.0), 1.0), f"x must be \\({bench.dim},\\)"),
+        (lambda: bench.f(np.full_like(x, np.nan), 1.0), "x must be finite"),
+        (lambda: bench.f("ab", 1.0), "real numbers"),
+        (lambda: bench.f(np.stack([x, x]), np.ones(3)), "t must be one time or \\(2,\\)"),
+        (lambda: bench.optimum(float("inf")), "t must be finite"),
+        (lambda: bench.optimum("noon"), "t must be a real number"),
+    ]
+    for call, message in bad_calls:
+        with pytest.raises(ValueError, match=f"{name}: .*{message}|{message}"):
+            call()

@@ -566,3 +566,18 @@ def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
         cwd=tmp_path,
     )
     assert proc.stdout.startswith("benchmarks") and "error" not in proc.stderr
+
+
+def test_each_campaign_shows_shared_runs_under_its_own_labels(config_path, tmp_path):
+    relabelled = CONFIG.replace('label = "h3"', 'label = "hartmann, 2-D"')
+    other = tmp_path / "other.toml"
+    other.write_text(relabelled.replace('name = "tiny"', 'name = "tiny-relabelled"'))
+    with Store(tmp_path / "s.sqlite") as store:
+        first = run_campaign(load_campaign(config_path), store, progress=False)
+        second = run_campaign(load_campaign(other), store, progress=False)
+        assert second.skipped == 8 and second.done == 0  # the same runs, stored once
+        for outcome, label in ((first, "h3"), (second, "hartmann, 2-D")):
+            runs = store.runs(outcome.campaign_id)
+            assert {r["label"] for r in runs} == {"eggholder", label}
+            frame = store.iterations_frame(outcome.campaign_id)
+            assert set(frame["benchmark"]) == {"eggholder", label}

@@ -1,4 +1,5 @@
 import io
+import os
 
 import numpy as np
 import pytest
@@ -87,6 +88,12 @@ def test_a_failed_save_keeps_the_previous_file_and_foreign_files_do_not_load(tmp
     path = tmp_path / "policy.pt"
     p.save(path)
     before = path.read_bytes()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not the temporary file's 0600
+    buffer = io.BytesIO()
+    p.save(buffer)  # a file object is written as torch.save writes it
+    assert buffer.getvalue()
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")

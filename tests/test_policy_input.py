@@ -161,6 +161,8 @@ def test_from_state_dict_rejects_malformed_states(state, message):
         ({"temporal_kernel": "x"}, "temporal_kernel: unknown temporal kernel 'x'"),
         ({"hyperparameter_bounds": {"noise": (1e-6, 10**400)}}, r"noise'\] holds an integer"),
         ({"bounds": [[0.0], [10**400]]}, "bounds must hold real numbers"),
+        ({"time_scale": 1e306}, r"time_scale must be in \(0, 1e\+12\]"),
+        ({"time_scale": 0.0}, "time_scale must be in"),
     ],
 )
 @pytest.mark.parametrize("name", ["st-gp-ucb", "gp-ucb"])

@@ -375,7 +375,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dynbo import benchmarks
     from dynbo.harness import RunSpec, Store, execute, make_protocol
-    from dynbo.harness.loop import check_clock_advances, make_run_policy
+    from dynbo.harness.loop import benchmark_options, check_clock_advances, make_run_policy
     from dynbo.policies import available, option_defaults, policy_class
 
     if args.benchmark not in benchmarks.names():
@@ -391,10 +391,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         }
     )
     bench_options = _options(args.benchmark_option, "benchmark")
-    try:
-        bench = benchmarks.get(args.benchmark, **bench_options)
-    except TypeError as err:
-        raise CliError(str(err)) from None
     policy_options = _options(
         args.policy_option, "policy", option_defaults(policy_class(args.policy))
     )
@@ -406,6 +402,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         benchmark_options=bench_options,
         policy_options=policy_options,
     )
+    try:
+        # as the run builds it: with the run's seed and horizon where the benchmark takes them
+        bench = benchmarks.get(args.benchmark, **benchmark_options(spec))
+    except TypeError as err:
+        raise CliError(str(err)) from None
     horizon = protocol.horizon or bench.horizon
     # build the policy once now, as the run will (with what the benchmark tells it), so
     # that a bad option is an error, not a failed run
@@ -817,16 +818,35 @@ def _describe(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone away; if so, point it at
+    /dev/null, so that the interpreter's final flush stays quiet."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        # the write end of a pipe without a reader reports an error condition
+        closed = any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+        return False
+    if closed:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+    return closed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dynbo`` command; returns the exit status."""
     try:
         args = _parser().parse_args(argv)
         return _COMMANDS[args.command](args)
-    except BrokenPipeError:
-        # the reader went away (`dynbo show | head -1`): not an error of ours; stdout is
-        # pointed at /dev/null so that the interpreter's final flush stays quiet too
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError as err:
+        if not _stdout_closed():  # another pipe (a worker's, a cluster's): an error
+            print(f"dynbo: error: {_describe(err)}", file=sys.stderr)
+            return 2
+        # the reader of our output went away (`dynbo show | head -1`): not an error
         return 141  # 128 + SIGPIPE, what a shell reports for a killed writer
     except (CliError, ValueError, TypeError, OSError, sqlite3.Error) as err:
         print(f"dynbo: error: {_describe(err)}", file=sys.stderr)

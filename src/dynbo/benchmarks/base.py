@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from dynbo.validation import finite_number, real_array
+
 __all__ = ["MAX_ARRAY_BYTES", "Benchmark", "BenchmarkInfo", "check_array_size"]
 
 #: the largest array a benchmark allocates (bytes): options that need a larger one are
@@ -102,6 +104,38 @@ class Benchmark(ABC):
         Returns:
             ``(m,)`` values (a 0-d array for a single ``(d,)`` point).
         """
+
+    def checked_input(self, x: Any, t: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The arguments of :meth:`f` as float arrays, checked.
+
+        Args:
+            x: ``(d,)`` or ``(m, d)`` finite real numbers.
+            t: a finite real time, or ``(m,)`` of them.
+
+        Raises:
+            ValueError: naming the benchmark and what is wrong (not NaN values, nor a
+                reshape error from deep inside).
+        """
+        points = real_array(f"{self.name}: x", x)
+        if points.ndim not in (1, 2) or points.shape[-1] != self.dim:
+            raise ValueError(
+                f"{self.name}: x must be ({self.dim},) or (m, {self.dim}), got shape {points.shape}"
+            )
+        if not np.isfinite(points).all():
+            raise ValueError(f"{self.name}: x must be finite")
+        times = real_array(f"{self.name}: t", t)
+        rows = 1 if points.ndim == 1 else points.shape[0]
+        if times.ndim > 1 or (times.ndim == 1 and times.shape[0] not in (1, rows)):
+            raise ValueError(
+                f"{self.name}: t must be one time or ({rows},) times, got shape {times.shape}"
+            )
+        if not np.isfinite(times).all():
+            raise ValueError(f"{self.name}: t must be finite, got {t!r}")
+        return points, times
+
+    def checked_time(self, t: Any) -> float:
+        """The time of :meth:`optimum`: a finite real number (ValueError otherwise)."""
+        return finite_number(f"{self.name}: t", t)
 
     def observe(self, x: np.ndarray, t: float, rng: np.random.Generator) -> float:
         """One noisy evaluation ``f(x, t) + e``, ``e ~ N(0, noise_variance)``."""

@@ -531,6 +531,7 @@ class CartPole(Benchmark):
         Returns:
             ``(m,)`` values (0-d for a ``(4,)`` gain), in ``[-COST_CAP, 0)``.
         """
+        x, t = self.checked_input(x, t)
         single = np.asarray(x).ndim == 1
         gains = _as_gains(x)
         steps = np.broadcast_to(self.step_index(t), (gains.shape[0],))
@@ -558,6 +559,7 @@ class CartPole(Benchmark):
         tests and ``docs/cartpole.md``), less than 0.01 % below ``J_t(LQR gain)``.
         Cached per step.
         """
+        t = self.checked_time(t)
         step = int(self.step_index(t))
         if step not in self._optima:
             self._optima[step] = self._search_optimum(step)

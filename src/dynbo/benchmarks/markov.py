@@ -160,11 +160,12 @@ class MarkovChainGP(Benchmark):
             raise ValueError(f"markov: times must be finite, got {t!r}")
         if np.any(times < 0):
             raise ValueError("markov: times must be >= 0")
-        if np.any(times >= self.horizon + 1):
-            # versions are drawn step by step up to the one asked for
-            raise ValueError(
-                f"markov: times must be below the horizon {self.horizon:g} + 1 step, got "
-                f"{float(times.max()):g}"
+        if times.size:
+            # every version up to the one asked for is drawn and kept
+            check_array_size(
+                "markov",
+                f"t = {float(times.max()):g}",
+                (math.floor(times.max()) + 1, self.grid_size**2),
             )
         return np.floor(times).astype(np.int64)
 
@@ -192,6 +193,7 @@ class MarkovChainGP(Benchmark):
         Returns:
             ``(m,)`` values (0-d for a ``(2,)`` point).
         """
+        x, t = self.checked_input(x, t)
         single = np.asarray(x).ndim == 1
         index = self.nearest_grid_index(x)
         steps = np.broadcast_to(self.step_index(t), index.shape)
@@ -201,6 +203,7 @@ class MarkovChainGP(Benchmark):
 
     def optimum(self, t: float) -> tuple[np.ndarray, float]:
         """Exact: the best grid point ``(2,)`` of version ``floor(t)`` and its value."""
+        t = self.checked_time(t)
         values = self.grid_values(t)
         best = int(np.argmax(values))
         return self.candidates[best].copy(), float(values[best])

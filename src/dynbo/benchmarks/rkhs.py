@@ -127,6 +127,7 @@ class DriftingRKHS(Benchmark):
         Returns:
             ``(m,)`` values (0-d for a ``(1,)`` point).
         """
+        x, t = self.checked_input(x, t)
         points = np.asarray(x, dtype=float)
         single = points.ndim == 1
         points = points.reshape(-1)
@@ -137,6 +138,7 @@ class DriftingRKHS(Benchmark):
     def optimum(self, t: float) -> tuple[np.ndarray, float]:
         """``(x*, f*)``: the best grid point with ``grid_points``; otherwise a 10,001-point
         grid on ``[-50, 50]`` refined by golden section."""
+        t = self.checked_time(t)
         key = float(t)
         if key not in self._optimum_cache:
             if len(self._optimum_cache) >= 65_536:

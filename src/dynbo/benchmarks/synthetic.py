@@ -166,6 +166,7 @@ class TimeAsInputBenchmark(Benchmark):
         Returns:
             ``(m,)`` values (0-d for a ``(d,)`` point).
         """
+        x, t = self.checked_input(x, t)
         points, single = _points(x, self.dim)
         s = np.broadcast_to(self.time_coordinate(t), (points.shape[0],))
         values = -self.g(np.column_stack([points, s]))
@@ -178,6 +179,7 @@ class TimeAsInputBenchmark(Benchmark):
         Cached per time stamp; a search is warm-started from the maximizers of the nearest
         cached times.
         """
+        t = self.checked_time(t)
         key = float(t)
         hit = self._optima.get(key)
         if hit is None:

@@ -137,6 +137,7 @@ class TemperatureField(Benchmark):
 
     def f(self, x: np.ndarray, t: float | np.ndarray) -> np.ndarray:
         """Temperature (C) at ``(k, 2)`` points (or one ``(2,)`` point), time(s) ``t`` (s)."""
+        x, t = self.checked_input(x, t)
         points = np.asarray(x, dtype=float)
         single = points.ndim == 1
         points = points.reshape(-1, 2)
@@ -146,6 +147,7 @@ class TemperatureField(Benchmark):
 
     def optimum(self, t: float) -> tuple[np.ndarray, float]:
         """The hottest sensor's location and value at ``t`` (exact, see the module)."""
+        t = self.checked_time(t)
         values = self.sensor_values(float(t))
         best = int(np.argmax(values))
         return self.locations[best].copy(), float(values[best])
@@ -218,6 +220,7 @@ class TemperatureSensors(Benchmark):
     def f(self, x: np.ndarray, t: float | np.ndarray) -> np.ndarray:
         """Normalized temperature of sensors ``round(x)`` (``(k, 1)`` or ``(1,)``) at step(s)
         ``t`` (``floor``; steps past the test data read its last step)."""
+        x, t = self.checked_input(x, t)
         points = np.asarray(x, dtype=float)
         single = points.ndim == 1
         sensors = np.clip(np.rint(points.reshape(-1)).astype(int), 0, self.test.shape[0] - 1)
@@ -227,6 +230,7 @@ class TemperatureSensors(Benchmark):
 
     def optimum(self, t: float) -> tuple[np.ndarray, float]:
         """The hottest sensor at step ``floor(t)`` and its normalized value."""
+        t = self.checked_time(t)
         column = self.test[:, int(self._steps(float(t)))]
         best = int(np.argmax(column))
         return np.array([float(best)]), float(column[best])

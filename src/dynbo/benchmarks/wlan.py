@@ -465,6 +465,7 @@ class WLAN(Benchmark):
         Returns:
             ``(m,)`` values (0-d for a ``(A,)`` point).
         """
+        x, t = self.checked_input(x, t)
         points = np.asarray(x, dtype=float)
         single = points.ndim == 1
         points = points.reshape(-1, self.dim)
@@ -520,6 +521,7 @@ class WLAN(Benchmark):
         (:attr:`cold_settings`) than a warm one (:attr:`warm_settings`). Results are
         cached per time stamp (bounded), so the harness may call this once per query.
         """
+        t = self.checked_time(t)
         key = float(t)
         hit = self._optima.get(key)
         if hit is None:

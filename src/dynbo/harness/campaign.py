@@ -506,7 +506,7 @@ def run_campaign(
     store: Store,
     *,
     workers: int = 1,
-    scheduler: str | None = None,
+    scheduler: Any = None,
     retry_failed: bool = False,
     progress: bool = True,
     on_result: Callable[[RunResult], None] | None = None,
@@ -517,8 +517,10 @@ def run_campaign(
         campaign: the runs.
         store: where results go (only this process writes to it).
         workers: size of the local process pool (1: run in this process).
-        scheduler: a Dask scheduler address (``"tcp://host:8786"``) or a
-            ``distributed.Client``; overrides ``workers``.
+        scheduler: a Dask scheduler address (``"tcp://host:8786"``), a cluster object
+            or a ``distributed.Client`` (the caller's: not closed here); overrides
+            ``workers``. An address or cluster is connected to before the store is
+            written.
         retry_failed: also rerun runs stored as failed.
         progress: show a progress bar (runs done, running, failed).
         on_result: called with each finished run.
@@ -526,7 +528,7 @@ def run_campaign(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     validate_campaign(campaign)
-    if scheduler is None or not isinstance(scheduler, str):
+    if scheduler is None or _is_client(scheduler):
         return _run_campaign(campaign, store, workers, scheduler, retry_failed, progress, on_result)
     # connected before the store is written: an unreachable scheduler leaves it as it was
     client = connect_scheduler(scheduler)
@@ -536,8 +538,17 @@ def run_campaign(
         client.close()
 
 
-def connect_scheduler(address: str) -> Any:
-    """A ``distributed.Client`` connected to the Dask scheduler at ``address``.
+def _is_client(scheduler: Any) -> bool:
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - the harness extra installs it
+        return False
+    return isinstance(scheduler, Client)
+
+
+def connect_scheduler(address: Any) -> Any:
+    """A ``distributed.Client`` connected to the Dask scheduler at ``address`` (an address
+    such as ``"tcp://host:8786"``, or a cluster object such as a ``LocalCluster``).
 
     Waits as long as Dask's ``distributed.comm.timeouts.connect`` setting (30 s by
     default). The caller closes the client.

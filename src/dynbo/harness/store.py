@@ -428,7 +428,11 @@ class Store:
         return [r[0] for r in rows]
 
     def runs(self, campaign_id: str | None = None) -> list[dict[str, Any]]:
-        """Run rows (summary and options decoded), optionally of one campaign."""
+        """Run rows (summary and options decoded), optionally of one campaign.
+
+        With a campaign, ``label`` is the row that campaign shows the run in
+        (:meth:`campaign_labels`).
+        """
         query = "SELECT * FROM runs"
         params: tuple[Any, ...] = ()
         if campaign_id is not None:
@@ -436,13 +440,40 @@ class Store:
             params = (campaign_id,)
         cursor = self._conn.execute(query + " ORDER BY label, policy, seed, run_id", params)
         names = [c[0] for c in cursor.description]
+        labels = self.campaign_labels(campaign_id) if campaign_id is not None else {}
         out = []
         for row in cursor:
             record = dict(zip(names, row, strict=True))
             for key in ("benchmark_options", "policy_options", "protocol", "summary"):
                 record[key] = json.loads(record[key])
+            record["label"] = labels.get(record["run_id"], record["label"])
             out.append(record)
+        if labels:
+            out.sort(key=lambda r: (r["label"], r["policy"], r["seed"], r["run_id"]))
         return out
+
+    def campaign_labels(self, campaign_id: str) -> dict[str, str]:
+        """``run_id -> label``: the table row each run of the campaign belongs to.
+
+        A run is stored once and may belong to several campaigns, which may show it
+        under different labels (a benchmark entry labelled differently, the
+        ``suite/label`` rows of a campaign of several suites); the runs table keeps the
+        label of the campaign that stored it first. The campaign's own configuration
+        says its labels. Runs that configuration no longer gives (a policy this version
+        lacks, a changed calibration file) keep the stored label.
+        """
+        from dynbo.harness.campaign import build_campaign
+
+        row = self._conn.execute(
+            "SELECT config FROM campaigns WHERE campaign_id=?", (campaign_id,)
+        ).fetchone()
+        if row is None:
+            return {}
+        try:
+            campaign = build_campaign(json.loads(row[0]))
+        except (ValueError, TypeError, KeyError):
+            return {}
+        return {spec.run_id: spec.display_benchmark for spec in campaign.specs}
 
     def iteration_rows(self, run_ids: Iterable[str] | None = None) -> list[tuple[Any, ...]]:
         """Raw iteration rows ordered by ``(run_id, k)`` (the canonical table)."""
@@ -466,7 +497,12 @@ class Store:
         if campaign_id is not None:
             query += " WHERE i.run_id IN (SELECT run_id FROM campaign_runs WHERE campaign_id=?)"
             params = (campaign_id,)
-        return pd.read_sql_query(query + " ORDER BY i.run_id, i.k", self._conn, params=params)
+        frame = pd.read_sql_query(query + " ORDER BY i.run_id, i.k", self._conn, params=params)
+        if campaign_id is not None:
+            labels = self.campaign_labels(campaign_id)
+            mapped = frame["run_id"].map(labels)
+            frame["benchmark"] = mapped.where(mapped.notna(), frame["benchmark"])
+        return frame
 
     def runs_frame(self, campaign_id: str | None = None) -> pd.DataFrame:
         """One row per run: its identity columns, then its summary metrics (pandas).

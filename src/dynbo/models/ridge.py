@@ -129,8 +129,11 @@ class WeightedRidgeView:
         # c_s <= 0: where the GP's variance sits at its floor, so does the width
         squared = posterior.variance + regularizer * (weights * b * b).sum(0)
         projected = torch.cholesky_solve(weights * b, gp.cholesky_factor)  # (n, m)
-        # V = -2 b + 2 lambda_r Delta^{-1} (c o b), rows of zeros where the width is floored
-        variance_weights = torch.add(b.T, projected.T, alpha=-regularizer).mul_(-2.0)
+        # V = -2 b + 2 lambda_r Delta^{-1} (c o b), from the GP's V (zero rows where its
+        # variance is floored: then so is the width), zero rows where the width is floored
+        variance_weights = torch.add(
+            posterior.variance_weights, projected.T, alpha=2.0 * regularizer
+        )
         return replace(
             posterior,
             variance=squared.clamp_min(_MIN_WIDTH),

@@ -314,8 +314,13 @@ class Policy(ABC):
         self.hyperpriors = boolean("hyperpriors", hyperpriors)
         if time_scale is not None:
             time_scale = finite_number("time_scale", time_scale)
-            if time_scale <= 0:
-                raise ValueError(f"time_scale must be positive, got {time_scale}")
+            # a unit longer than any time a policy takes would only overflow the
+            # temporal lengthscale's bounds (1e3 time scales)
+            if not 0 < time_scale <= MAX_ABS_TIME:
+                raise ValueError(
+                    f"time_scale must be in (0, {MAX_ABS_TIME:g}] (the largest time a policy "
+                    f"takes), got {time_scale}"
+                )
         self._time_scale: float | None = time_scale
         self._first_time: float | None = None
         self._last_observe_time: float | None = None
@@ -1020,17 +1025,25 @@ class Policy(ABC):
         policy.load_state_dict(state)
         return policy
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`state_dict` to ``path`` (torch serialization).
+    def save(self, path: str | os.PathLike[str] | Any) -> None:
+        """Write :meth:`state_dict` to ``path`` (torch serialization), or to a binary file
+        object.
 
-        Written to a temporary file beside ``path`` and renamed over it: a save that
+        A path is written to a temporary file beside it and renamed over it: a save that
         fails or is interrupted leaves the previous file whole.
         """
+        if not isinstance(path, (str, os.PathLike)):
+            torch.save(self.state_dict(), path)  # a file object: the caller's to manage
+            return
         target = Path(path)
         handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         os.close(handle)
         try:
             torch.save(self.state_dict(), partial)
+            # mkstemp's file is private (0600); a saved policy gets the usual mode
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(partial, 0o666 & ~umask)
             os.replace(partial, target)
         finally:
             if os.path.exists(partial):
