@@ -186,6 +186,8 @@ def test_times_beyond_the_limit_are_rejected_up_front(policy, t):
         policy.observe([0.5, 0.5], t, 0.0)
     with pytest.raises(ValueError, match="1e\\+12"):
         policy.suggest(t)
+    with pytest.raises(ValueError, match="1e\\+12"):
+        policy.predict([[0.5, 0.5]], t)
     assert _state_equal(policy.state_dict(), before)
 
 

@@ -733,6 +733,10 @@ class Policy(ABC):
         times = np.broadcast_to(real_array("t", t), (points.shape[0],))
         if not (np.isfinite(points).all() and np.isfinite(times).all()):
             raise ValueError("x and t must be finite")
+        if times.size and np.abs(times).max() > MAX_ABS_TIME:  # as observe and suggest
+            raise ValueError(
+                f"t = {np.abs(times).max():g} is out of range (|t| must be <= {MAX_ABS_TIME:g})"
+            )
         unit = self._to_unit(torch.as_tensor(points, dtype=self.dtype))
         coordinates = torch.tensor(
             [self._time_coordinate(float(v)) for v in times], dtype=self.dtype
