@@ -523,11 +523,15 @@ def test_run_refuses_policy_options_the_run_sets_itself(tmp_path, capsys):
         assert len(err.strip().splitlines()) == 1 and not store.exists()
 
 
-def test_an_empty_store_path_is_refused(tmp_path, capsys, config_path, monkeypatch):
+def test_an_empty_store_path_is_refused(tmp_path, monkeypatch):
+    from dynbo.service.storage import ServiceStore
+
     monkeypatch.chdir(tmp_path)
-    code, _, err = run_cli(["bench", str(config_path), "--store", ""], capsys)
-    assert code == 2 and "the result store's path is empty" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+    with pytest.raises(ValueError, match="the result store's path is empty"):
+        Store("")
+    with pytest.raises(ValueError, match="the service store's path is empty"):
+        ServiceStore(" ")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_export_takes_a_campaign_prefix(config_path, tmp_path, capsys):
@@ -581,3 +585,22 @@ def test_each_campaign_shows_shared_runs_under_its_own_labels(config_path, tmp_p
             assert {r["label"] for r in runs} == {"eggholder", label}
             frame = store.iterations_frame(outcome.campaign_id)
             assert set(frame["benchmark"]) == {"eggholder", label}
+
+
+@pytest.mark.parametrize(
+    "args,name",
+    [
+        (["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--store", ""], "store"),
+        (["report", "s.sqlite", "--out", ""], "out"),
+        (["export", "--out", ""], "out"),
+        (["calibrate", "--output", ""], "output"),
+        (["data", "intel-lab", "--data-dir", ""], "data-dir"),
+        (["bench", ""], "config"),
+        (["reproduce", "bolt-table3", "--store", ""], "store"),
+    ],
+)
+def test_empty_paths_are_refused_before_anything_runs(args, name, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and f"the {name} path is empty" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written in the working directory

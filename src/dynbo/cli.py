@@ -818,6 +818,10 @@ def _describe(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+#: arguments that name files or folders (an empty one is refused)
+_PATH_ARGUMENTS = ("store", "out", "output", "data_dir", "config")
+
+
 def _stdout_closed() -> bool:
     """Whether standard output is a pipe whose reader has gone away; if so, point it at
     /dev/null, so that the interpreter's final flush stays quiet."""
@@ -841,6 +845,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dynbo`` command; returns the exit status."""
     try:
         args = _parser().parse_args(argv)
+        for name in _PATH_ARGUMENTS:
+            if getattr(args, name, None) == "":
+                # Path("") is the working directory and SQLite's "" a throwaway database:
+                # an empty path would write where nobody asked, or nowhere
+                raise CliError(f"the {name.replace('_', '-')} path is empty")
         return _COMMANDS[args.command](args)
     except BrokenPipeError as err:
         if not _stdout_closed():  # another pipe (a worker's, a cluster's): an error
