@@ -12,9 +12,20 @@ import re
 import sqlite3
 from pathlib import Path
 
-__all__ = ["check_store_file", "schema_tables"]
+__all__ = ["check_store_file", "schema_tables", "store_path"]
 
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
+
+
+def store_path(path: str | Path, kind: str) -> Path:
+    """``path`` as a ``Path``, refusing an empty one (``kind`` names the store).
+
+    ``Path("")`` is the working directory and SQLite's ``""`` a throwaway database: a
+    store there would hold nothing a user could find again.
+    """
+    if isinstance(path, str) and not path.strip():
+        raise ValueError(f"the {kind}'s path is empty")
+    return Path(path)
 
 
 def schema_tables(schema: str) -> frozenset[str]:

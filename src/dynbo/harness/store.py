@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynbo.harness.loop import RunResult, RunSpec, to_json
-from dynbo.sqlite_files import check_store_file, schema_tables
+from dynbo.sqlite_files import check_store_file, schema_tables, store_path
 
 if TYPE_CHECKING:  # pandas is an optional dependency (the harness extra)
     import pandas as pd
@@ -211,11 +211,9 @@ class Store:
     """
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        if isinstance(path, str) and not path.strip():
-            # Path("") is the working directory, and SQLite's "" a throwaway database
-            raise ValueError("the result store's path is empty")
-        self.path = Path(path)
+        self.path = store_path(path, "result store")
         self.read_only = read_only
+        self._campaign_labels: dict[str, dict[str, str]] = {}
         if read_only:
             self._conn = self._open_read_only()
             return
@@ -464,6 +462,10 @@ class Store:
         """
         from dynbo.harness.campaign import build_campaign
 
+        # a campaign's stored configuration is written once: its labels never change
+        cached = self._campaign_labels.get(campaign_id)
+        if cached is not None:
+            return cached
         row = self._conn.execute(
             "SELECT config FROM campaigns WHERE campaign_id=?", (campaign_id,)
         ).fetchone()
@@ -473,7 +475,9 @@ class Store:
             campaign = build_campaign(json.loads(row[0]))
         except (ValueError, TypeError, KeyError):
             return {}
-        return {spec.run_id: spec.display_benchmark for spec in campaign.specs}
+        labels = {spec.run_id: spec.display_benchmark for spec in campaign.specs}
+        self._campaign_labels[campaign_id] = labels
+        return labels
 
     def iteration_rows(self, run_ids: Iterable[str] | None = None) -> list[tuple[Any, ...]]:
         """Raw iteration rows ordered by ``(run_id, k)`` (the canonical table)."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dynbo.sqlite_files import check_store_file, schema_tables
+from dynbo.sqlite_files import check_store_file, schema_tables, store_path
 
 __all__ = ["Event", "ServiceStore", "StudyRecord", "plain"]
 
@@ -199,10 +199,7 @@ class ServiceStore:
     """
 
     def __init__(self, path: str | Path) -> None:
-        if isinstance(path, str) and not path.strip():
-            # Path("") is the working directory, and SQLite's "" a throwaway database
-            raise ValueError("the service store's path is empty")
-        self.path = Path(path)
+        self.path = store_path(path, "service store")
         # before any write (the journal mode is one): a wrong file stays as it was
         check_store_file(
             self.path,
