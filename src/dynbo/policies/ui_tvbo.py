@@ -40,13 +40,37 @@ import torch
 from dynbo.acquisition.ucb import UpperConfidenceBound
 from dynbo.models.kernel import HyperparameterBounds, Hyperparameters
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import boolean, finite_number, ordered_pair, positive_int, positive_number
+from dynbo.validation import (
+    MAX_ABS_TIME,
+    boolean,
+    finite_number,
+    ordered_pair,
+    positive_int,
+    positive_number,
+)
 
 __all__ = ["UITVBO"]
 
 GOALS = ("maximize", "minimize")
 #: smallest noise variance (standardized units) a known noise of 0 is replaced by
 MIN_STANDARDIZED_NOISE = 1e-6
+
+#: largest ``sigma_w^2`` per time step, relative to the unit variance of the standardized
+#: targets: larger walks say nothing more (every pair of times is uncorrelated already)
+#: and, over ``1e12`` time steps, would overflow the kernel's entries.
+MAX_WIENER_VARIANCE = 1e6
+
+#: smallest ``time_step``: times up to ``MAX_ABS_TIME`` in such steps keep
+#: ``sigma_w^2 min(t, t')`` finite.
+MIN_TIME_STEP = 1e-9
+
+
+def _at_most(name: str, value: Any, limit: float) -> float:
+    """A positive number no larger than ``limit`` (``ValueError`` naming ``name``)."""
+    out = positive_number(name, value)
+    if out > limit:
+        raise ValueError(f"{name} must be <= {limit:g}, got {value!r}")
+    return out
 
 
 @register
@@ -57,12 +81,15 @@ class UITVBO(Policy):
         noise_variance: the known noise variance of ``y`` (units of ``y`` squared);
             required (the harness passes the benchmark's). Never refit.
         wiener_variance: ``sigma_w^2``, the variance injected per ``time_step``
-            relative to ``sigma_k^2 = 1`` (default 0.03, the paper's LQR setting).
+            relative to ``sigma_k^2 = 1`` (default 0.03, the paper's LQR setting); at
+            most ``1e6`` (a walk of a thousand standard deviations per step).
         learn_wiener_variance: learn ``sigma_w^2`` by marginal likelihood inside
             ``wiener_variance_bounds`` (default ``False``: fixed).
-        wiener_variance_bounds: range of a learned ``sigma_w^2`` (default ``(1e-4, 1)``).
+        wiener_variance_bounds: range of a learned ``sigma_w^2`` (default ``(1e-4, 1)``),
+            within ``(0, 1e6]``.
         time_step: the clock time that counts as one time unit of the random walk
-            (default 1: steps).
+            (default 1: steps), in ``[1e-9, 1e12]``: with times up to ``1e12`` the
+            kernel's entries stay finite.
         lengthscale_prior: ``(concentration, rate)`` of the Gamma prior on each spatial
             lengthscale (default ``(6, 10/3)``), or ``None`` for maximum likelihood.
         goal: ``"maximize"`` (default: UCB) or ``"minimize"`` (LCB, for costs).
@@ -118,12 +145,18 @@ class UITVBO(Policy):
         self.noise_variance = finite_number("noise_variance", noise_variance)
         if self.noise_variance < 0:
             raise ValueError(f"noise_variance must be >= 0, got {noise_variance!r}")
-        self.wiener_variance = positive_number("wiener_variance", wiener_variance)
+        self.wiener_variance = _at_most("wiener_variance", wiener_variance, MAX_WIENER_VARIANCE)
         self.learn_wiener_variance = boolean("learn_wiener_variance", learn_wiener_variance)
         self.wiener_variance_bounds = ordered_pair(
-            "wiener_variance_bounds", wiener_variance_bounds, positive_number
+            "wiener_variance_bounds",
+            wiener_variance_bounds,
+            lambda name, value: _at_most(name, value, MAX_WIENER_VARIANCE),
         )
         self.time_step = positive_number("time_step", time_step)
+        if not MIN_TIME_STEP <= self.time_step <= MAX_ABS_TIME:
+            raise ValueError(
+                f"time_step must be in [{MIN_TIME_STEP:g}, {MAX_ABS_TIME:g}], got {time_step!r}"
+            )
         if lengthscale_prior is not None:
             if not isinstance(lengthscale_prior, (list, tuple)) or len(lengthscale_prior) != 2:
                 raise ValueError(
