@@ -216,6 +216,19 @@ def test_bad_requests_are_4xx_with_a_json_error_and_change_nothing(server, clien
         ),
         ("POST", observe, b'{"query_id": 2, "y": 1' + b"0" * 5000 + b"}", 422, "not valid JSON"),
         ("POST", observe, b'{"query_id": 2, "y": "\xff"}', 422, "not valid JSON"),
+        # strict types: a string, bool or null is never read as a number or a bool
+        ("POST", observe, {"query_id": True, "y": " 1e2 "}, 422, "body.query_id"),
+        ("POST", observe, {"x": ["0.5"], "t": "3", "y": "1_000"}, 422, "body.x.0"),
+        ("POST", "/studies/bad/suggest", {"t": "  3  ", "replace": "true"}, 422, "body.t"),
+        ("POST", "/studies/bad/suggest", {"t": 3.0, "replace": 1}, 422, "body.replace"),
+        # an empty key is refused as in the header (it is not "no key")
+        ("POST", observe, {"query_id": 2, "y": 1.0, "key": ""}, 422, "idempotency key"),
+        # a message quoting a huge bad value is cut
+        ("POST", observe, {"x": [0.5] * 50_000, "t": 3.0, "y": 1.0}, 422, "characters)"),
+        # the pending query is returned again only to a valid t
+        ("POST", "/studies/bad/suggest", b'{"t": NaN}', 422, "finite"),
+        ("POST", "/studies/bad/suggest", {"t": 0.5}, 422, "backwards"),
+        ("POST", "/studies/bad/suggest", {}, 422, "t is required"),
         ("POST", "/studies/bad/suggest", {"t": 0.5, "replace": True}, 422, "backwards"),
         ("POST", "/studies/bad/suggest", b'{"t": NaN, "replace": true}', 422, "finite"),
         ("POST", "/studies/nope/suggest", {"t": 3.0}, 404, "no study named 'nope'"),
@@ -280,11 +293,42 @@ def test_bad_requests_are_4xx_with_a_json_error_and_change_nothing(server, clien
             422,
             "body.clock",
         ),
+        (
+            "POST",
+            "/studies",
+            {"name": "x\n", "policy": "gp-ucb", "bounds": [[0], [1]]},
+            422,
+            "name",
+        ),
+        (
+            "POST",
+            "/studies",
+            {"name": "x", "policy": "gp-ucb", "bounds": [[False], [True]]},
+            422,
+            "body.bounds",
+        ),
+        (
+            "POST",
+            "/studies",
+            {"name": "x", "policy": "gp-ucb", "bounds": [[0], [1]], "seed": True},
+            422,
+            "body.seed",
+        ),
+        # a lone surrogate quoted in the message is escaped, not a 500
+        (
+            "POST",
+            "/studies",
+            b'{"name": "x", "policy": "gp-ucb", "bounds": [[0], [1]], "options": {"beta": '
+            b'{"kind": "constant", "value": 1, "\\ud800": 2}}}',
+            422,
+            "beta",
+        ),
     ]
     for method, path, body, status, message in cases:
         got, payload = raw(server, method, path, body)
         assert got == status, (path, body, payload)
         assert isinstance(payload, dict) and message in payload["error"], (path, body, payload)
+        assert len(payload["error"]) < 2100
     assert snapshot() == before
     assert "x" not in [s["name"] for s in client.studies()]
     # the pending query is still answerable
@@ -370,6 +414,11 @@ def test_the_cli_refuses_bad_arguments(capsys, monkeypatch):
     assert "port" in capsys.readouterr().err
     assert main(["serve", "--token", " "]) == 2
     assert "must not be empty" in capsys.readouterr().err
+    # HTTP strips a header's ends, and a header cannot carry control characters
+    for token in (" secret ", "secret\n", "sec\x07ret"):
+        assert main(["serve", "--token", token]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dynbo: error: --token") and err.count("\n") == 1
     import importlib.util
 
     real = importlib.util.find_spec
@@ -379,6 +428,36 @@ def test_the_cli_refuses_bad_arguments(capsys, monkeypatch):
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'dynbo[serve]'" in err
+
+
+def test_port_0_serves_on_a_free_port_and_announces_it(tmp_path):
+    command = [sys.executable, "-m", "dynbo", "serve", "--store", str(tmp_path / "s.sqlite")]
+    proc = subprocess.Popen(
+        [*command, "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    try:
+        line = proc.stderr.readline()  # the announcement, once the service is ready
+        assert line.startswith("dynbo serve: http://127.0.0.1:"), line
+        url = line.split()[2].rstrip("/")
+        assert not url.endswith(":0")
+        assert Client(url, retries=0, timeout=30).health()["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_the_client_refuses_bad_settings_when_made():
+    for kwargs, word in [
+        ({"retries": 2.5}, "retries"),
+        ({"retries": -1}, "retries"),
+        ({"retries": True}, "retries"),
+        ({"backoff": float("inf")}, "backoff"),
+        ({"max_backoff": -1}, "max_backoff"),
+        ({"timeout": float("nan")}, "timeout"),
+        ({"timeout": 0}, "timeout"),
+    ]:
+        with pytest.raises(ValueError, match=word):
+            Client("http://127.0.0.1:1", **kwargs)
 
 
 # ---------------------------------------------------------------------- concurrency

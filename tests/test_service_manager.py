@@ -110,6 +110,11 @@ def test_bad_requests_raise_and_change_nothing(tmp_path):
         (Invalid, lambda: m.suggest("a", t=0.5, replace=True), "time went backwards"),
         (Invalid, lambda: m.suggest("a", replace=True), "t is required"),
         (Invalid, lambda: m.suggest("a/../b", t=3.0), "invalid study name"),
+        (Invalid, lambda: m.create("c\n", "gp-ucb", [[0.0], [1.0]]), "invalid study name"),
+        # the pending query is returned again only to a valid t
+        (Invalid, lambda: m.suggest("a", t=float("nan")), "t must be finite"),
+        (Invalid, lambda: m.suggest("a", t=0.5), "time went backwards"),
+        (Invalid, lambda: m.suggest("a"), "t is required"),
         (Conflict, lambda: m.create("a", "gp-ucb", [[0.0], [1.0]]), "exists already"),
         (Invalid, lambda: m.create("c", "nope", [[0.0], [1.0]]), "unknown policy"),
         (Invalid, lambda: m.create("c", "gp-ucb", [[1.0], [0.0]]), "below its upper"),
@@ -177,8 +182,9 @@ def test_the_wall_clock_counts_seconds_since_the_study_was_created(tmp_path):
     now[0] = 1002.5
     q = m.suggest("a")
     assert q["t"] == 2.5
-    with pytest.raises(Invalid, match="wall clock"):
-        m.suggest("a", t=3.0, replace=True)
+    for replace in (True, False):  # a t is refused, a query pending or not
+        with pytest.raises(Invalid, match="wall clock"):
+            m.suggest("a", t=3.0, replace=replace)
     now[0] = 1004.0
     record = m.observe("a", 1.0, x=[0.2])  # a free observation: t is the server's now
     assert record["t"] == 4.0
@@ -203,6 +209,68 @@ def test_a_failed_commit_changes_nothing(tmp_path, monkeypatch):
     assert_states_equal(without_timings(state), without_timings(m.policy_state("a")))
     assert m.info("a")["pending"]["query_id"] == q["query_id"]
     assert m.observe("a", 0.5, query_id=q["query_id"])["observation"] == 1
+
+
+def test_a_store_that_fails_on_create_or_delete_is_unavailable_and_changes_nothing(
+    tmp_path, monkeypatch
+):
+    m = manager(tmp_path / "s.sqlite")
+    m.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(m.store, "create_study", locked)
+    monkeypatch.setattr(m.store, "delete_study", locked)
+    with pytest.raises(Unavailable, match="locked"):  # 503: the client retries
+        m.create("b", "gp-ucb", [[0.0], [1.0]], options=CHEAP)
+    with pytest.raises(Unavailable, match="locked"):
+        m.delete("a")
+    monkeypatch.undo()
+    assert [s["name"] for s in m.studies()] == ["a"]
+    assert m.suggest("a", t=0.0)["query_id"] == 1
+    m.create("b", "gp-ucb", [[0.0], [1.0]], options=CHEAP)
+
+
+def test_an_unreadable_checkpoint_is_passed_over_and_the_log_rebuilds_the_study(tmp_path):
+    path = tmp_path / "s.sqlite"
+    live = manager(path)
+    live.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, seed=1, clock="client")
+    for k in range(5):
+        q = live.suggest("a", t=float(k))
+        live.observe("a", f(q["x"], k), query_id=q["query_id"])
+        if k == 3:
+            live.checkpoint("a")
+    assert live.store.checkpoint_seq("a") > 0
+    expected = Policy.from_state_dict(live.policy_state("a")).suggest(5.0).x
+    live.store.close()
+    with sqlite3.connect(path) as db:  # bytes changed outside the service
+        db.execute("UPDATE checkpoints SET state = X'00010203' WHERE study = 'a'")
+    rebuilt = manager(path)
+    assert rebuilt.info("a")["observations"] == 5
+    np.testing.assert_array_equal(rebuilt.suggest("a", t=5.0)["x"], expected)
+
+
+def test_a_damaged_event_is_named_and_leaves_the_other_studies_usable(tmp_path):
+    from dynbo.service.app import _dashboard_page
+    from dynbo.service.storage import DamagedLog
+
+    path = tmp_path / "s.sqlite"
+    m = manager(path)
+    for name in ("good", "bad"):
+        m.create(name, "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+        q = m.suggest(name, t=0.0)
+        m.observe(name, 0.5, query_id=q["query_id"])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE events SET x = 'garbage' WHERE study = 'bad' AND seq = 2")
+    m = manager(path)
+    with pytest.raises(DamagedLog, match="event 2 of study 'bad'"):
+        m.info("bad")
+    with pytest.raises(DamagedLog, match="event 2 of study 'bad'"):
+        m.history("bad")
+    assert m.suggest("good", t=1.0)["query_id"] == 2
+    page = _dashboard_page(m)
+    assert "event 2 of study 'bad'" in page and '"name": "good"' in page
 
 
 def test_delete_removes_the_study_and_its_log(tmp_path):

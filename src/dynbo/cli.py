@@ -321,7 +321,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     server.add_argument("--store", default="results/serve.sqlite", help="service store (SQLite)")
     server.add_argument("--host", default="127.0.0.1", help="address to bind")
-    server.add_argument("--port", type=_port, default=8000, help="TCP port")
+    server.add_argument(
+        "--port", type=_port, default=8000, help="TCP port (0: any free port, announced at start)"
+    )
     server.add_argument(
         "--token", help="bearer token every request must carry (default: $DYNBO_TOKEN)"
     )
@@ -750,46 +752,56 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import ipaddress
     import os
 
-    token = args.token if args.token is not None else os.environ.get("DYNBO_TOKEN") or None
+    from_env = args.token is None
+    token = args.token if not from_env else os.environ.get("DYNBO_TOKEN") or None
     if token is not None and not token.strip():
         raise CliError("--token must not be empty")
+    # an IPv6 address as written in a URL, "[::1]", is the address "::1"
+    host = args.host[1:-1] if args.host.startswith("[") and args.host.endswith("]") else args.host
     try:
-        loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     if not loopback and token is None:
         raise CliError(
-            f"binding to {args.host} (not a loopback address) requires --token (or DYNBO_TOKEN)"
+            f"binding to {host} (not a loopback address) requires --token (or DYNBO_TOKEN)"
         )
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
         raise CliError(f"dynbo serve needs {' and '.join(missing)}: pip install 'dynbo[serve]'")
     import socket
 
-    from dynbo.service.app import serve
+    from dynbo.service.app import check_token, serve
     from dynbo.service.storage import ServiceStore
 
-    # the address and the store are checked here, where a failure is one line, not in
-    # uvicorn's startup, where it is a logged traceback (and a store file left behind)
     try:
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        socket.create_server((args.host, args.port), family=family).close()
-    except OSError as err:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {err}") from None
-    try:
-        ServiceStore(args.store).close()
+        check_token(token)
     except ValueError as err:
-        raise CliError(str(err)) from None
-    serve(
-        args.store,
-        host=args.host,
-        port=args.port,
-        token=token,
-        checkpoint_every=args.checkpoint_every,
-        refit=not args.no_refit,
-        workers=args.workers,
-        max_body=args.max_body,
-    )
+        raise CliError(f"{'DYNBO_TOKEN' if from_env else '--token'}: {err}") from None
+    # the address and the store are checked here, where a failure is one line, not in
+    # uvicorn's startup, where it is a logged traceback (and a store file left behind);
+    # the socket opened here is the one served (port 0: the free port it got, announced)
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, args.port), family=family)
+    except OSError as err:
+        raise CliError(f"cannot listen on {host}:{args.port}: {err}") from None
+    try:
+        try:
+            ServiceStore(args.store).close()
+        except ValueError as err:
+            raise CliError(str(err)) from None
+        serve(
+            args.store,
+            token=token,
+            checkpoint_every=args.checkpoint_every,
+            refit=not args.no_refit,
+            workers=args.workers,
+            max_body=args.max_body,
+            sock=sock,
+        )
+    finally:
+        sock.close()
     return 0
 
 

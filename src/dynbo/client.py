@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import time
 import urllib.error
 import urllib.parse
@@ -90,8 +91,22 @@ class Client:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"url must be http(s)://host:port, got {url!r}")
-        if retries < 0 or backoff < 0 or timeout <= 0:
-            raise ValueError("retries and backoff must be >= 0 and timeout > 0")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+        for name, value, least in (
+            ("timeout", timeout, None),
+            ("backoff", backoff, 0.0),
+            ("max_backoff", max_backoff, 0.0),
+        ):
+            # a real number, finite (a sleep of inf overflows), > 0 or >= least
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or (value <= 0 if least is None else value < least)
+            ):
+                bound = "> 0" if least is None else f">= {least:g}"
+                raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout

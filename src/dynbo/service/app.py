@@ -35,8 +35,10 @@ import hmac
 import io
 import json
 import logging
+import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+import unicodedata
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
@@ -51,10 +53,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dynbo.service.dashboard import render_dashboard
-from dynbo.service.storage import ServiceStore
+from dynbo.service.storage import DamagedLog, ServiceStore
 from dynbo.service.studies import MAX_KEY_LENGTH, ServiceError, StudyManager
 
-__all__ = ["create_app", "serve", "DEFAULT_MAX_BODY"]
+__all__ = ["DEFAULT_MAX_BODY", "check_token", "create_app", "serve"]
 
 #: the largest request body accepted (bytes).
 DEFAULT_MAX_BODY = 1 << 20
@@ -65,7 +67,9 @@ log = logging.getLogger("dynbo.service")
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a JSON string, bool or null is never read as a number (nor "true" as a
+    # bool); a JSON integer is still a float
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class StudyIn(_Body):
@@ -230,6 +234,19 @@ def _log_failure(name: str, task: asyncio.Task) -> None:
         )
 
 
+#: the longest error message sent (characters): a message quoting a huge bad value is cut
+MAX_ERROR_LENGTH = 2000
+
+
+def _error(message: str, status: int, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """``{"error": message}`` with ``status``: cut to ``MAX_ERROR_LENGTH`` characters, and
+    any text that is not valid Unicode (a lone surrogate quoted from the request) escaped."""
+    if len(message) > MAX_ERROR_LENGTH:
+        message = f"{message[:MAX_ERROR_LENGTH]}... ({len(message)} characters)"
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
 def _too_large(limit: int) -> dict[str, str]:
     return {"error": f"request body over the limit of {limit} bytes"}
 
@@ -271,6 +288,7 @@ def create_app(
     Returns:
         The application wrapped in :class:`Guard` (``.app`` is the FastAPI app).
     """
+    check_token(token)
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynbo-study")
     # per study: its lock and how many requests hold or wait for it (dropped at 0, so
     # that requests for names that do not exist leave nothing behind)
@@ -343,7 +361,11 @@ def create_app(
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, err: ServiceError) -> JSONResponse:
-        return JSONResponse({"error": str(err)}, status_code=err.status)
+        return _error(str(err), err.status)
+
+    @app.exception_handler(DamagedLog)
+    async def _damaged(_: Request, err: DamagedLog) -> JSONResponse:
+        return _error(f"the service store is damaged: {err}", 500)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -351,7 +373,7 @@ def create_app(
         for e in err.errors():
             where = ".".join(str(p) for p in e.get("loc", ()))
             parts.append(f"{where}: {e.get('msg', 'invalid')}")
-        return JSONResponse({"error": "; ".join(parts) or "invalid request"}, status_code=422)
+        return _error("; ".join(parts) or "invalid request", 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
@@ -360,16 +382,12 @@ def create_app(
             # FastAPI's parse of the body failed otherwise than by a JSON syntax error
             # (nested too deeply: RecursionError; an integer of over 4300 digits; not UTF-8)
             what = "nested too deeply" if isinstance(cause, RecursionError) else str(cause)
-            return JSONResponse({"error": f"the body is not valid JSON: {what}"}, status_code=422)
-        return JSONResponse(
-            {"error": str(err.detail)}, status_code=err.status_code, headers=err.headers
-        )
+            return _error(f"the body is not valid JSON: {what}", 422)
+        return _error(str(err.detail), err.status_code, err.headers)
 
     @app.exception_handler(Exception)
     async def _internal(_: Request, err: Exception) -> JSONResponse:
-        return JSONResponse(
-            {"error": f"internal error: {type(err).__name__}: {err}"}, status_code=500
-        )
+        return _error(f"internal error: {type(err).__name__}: {err}", 500)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def dashboard() -> HTMLResponse:
@@ -429,7 +447,8 @@ def create_app(
             x=body.x,
             t=body.t,
             additional=[a.model_dump() for a in body.additional],
-            key=body.key or idempotency_key,
+            # an empty key in the body is refused as in the header, not read as none
+            key=body.key if body.key is not None else idempotency_key,
         )
         if not response["repeated"]:
             in_background(name)
@@ -506,7 +525,11 @@ def _csv(events: list[Any]) -> str:
 def _dashboard_page(manager: StudyManager) -> str:
     studies = manager.studies()
     for study in studies:
-        events = manager.store.events(study["name"], limit=2000)
+        try:
+            events = manager.store.events(study["name"], limit=2000)
+        except DamagedLog as err:  # one damaged study does not hide the others
+            study["damaged"] = str(err)
+            continue
         study["observed"] = [[e.t, e.y] for e in events if e.kind == "observe"]
         study["suggested"] = [
             [e.query_id, e.dataset_size, e.seconds] for e in events if e.kind == "suggest"
@@ -525,14 +548,22 @@ def serve(
     workers: int = 4,
     max_body: int = DEFAULT_MAX_BODY,
     log_level: str = "warning",
+    sock: socket.socket | None = None,
 ) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM (then checkpoint every study).
 
     Each policy call uses one torch thread; ``workers`` studies run at once.
+
+    Args:
+        sock: a socket already listening (e.g. on port 0: any free port) to serve on
+            instead of binding ``host:port``; the announced address is its own.
     """
     import torch
     import uvicorn
 
+    check_token(token)
+    if sock is not None:
+        host, port = sock.getsockname()[:2]
     torch.set_num_threads(1)
     app = create_app(
         store,
@@ -552,7 +583,21 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=30,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])
+
+
+def check_token(token: str | None) -> None:
+    """``ValueError`` unless ``token`` is ``None`` or can be sent in a header as given:
+    not empty, no whitespace at either end (HTTP strips it), no control character."""
+    if token is None:
+        return
+    if not isinstance(token, str) or not token or token != token.strip():
+        raise ValueError(
+            "the token must be a non-empty string without whitespace at either end "
+            "(HTTP strips it from the header, so it could never match)"
+        )
+    if any(unicodedata.category(c) == "Cc" for c in token):
+        raise ValueError("the token must not contain control characters (a header cannot)")
 
 
 def _url_host(host: str) -> str:

@@ -28,6 +28,7 @@ h1 { font-size: 1.4em; margin-bottom: .2em; }
 svg.study-plot { display: block; margin-top: .4em; }
 svg text { font-size: 11px; fill: #444; }
 .empty { color: #777; font-style: italic; }
+.damaged { color: #b00020; }
 </style>
 </head>
 <body>
@@ -105,6 +106,14 @@ for (const s of data) {
   meta.textContent = "policy " + s.policy + ", clock " + s.clock + ", " + s.observations +
     " observations, " + s.suggestions + " suggestions, dataset size " + s.dataset_size;
   box.append(title, meta);
+  if (s.damaged) {  // its log cannot be read: say so instead of plotting
+    const note = document.createElement("p");
+    note.className = "damaged";
+    note.textContent = s.damaged;
+    box.appendChild(note);
+    root.appendChild(box);
+    continue;
+  }
   const svg = el("svg", {class: "study-plot", width: 900, height: 170, viewBox: "0 0 900 170",
                          role: "img", "aria-label": "plots of study " + s.name});
   panel(svg, 0, "observations y", "time t", s.observed, "#1f77b4", false);
@@ -122,7 +131,8 @@ for (const s of data) {
 
 def render_dashboard(studies: list[dict[str, Any]]) -> str:
     """The page for ``studies``: each a study summary with ``observed`` ``[[t, y], ...]``
-    and ``suggested`` ``[[query_id, dataset_size, seconds], ...]``."""
+    and ``suggested`` ``[[query_id, dataset_size, seconds], ...]``, or ``damaged``: the
+    message that its log cannot be read (shown instead of the plots)."""
     payload = json.dumps(studies, allow_nan=False, default=str)
     # inside <script>: no "</script>", "<!--" or "&" can end or change the element
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

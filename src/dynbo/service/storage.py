@@ -32,7 +32,7 @@ import numpy as np
 
 from dynbo.sqlite_files import check_store_file, schema_tables, store_path
 
-__all__ = ["Event", "ServiceStore", "StudyRecord", "plain"]
+__all__ = ["DamagedLog", "Event", "ServiceStore", "StudyRecord", "plain"]
 
 SCHEMA_VERSION = 1
 
@@ -172,16 +172,38 @@ _EVENT_COLUMNS = (
 )
 
 
-def _event(row: Sequence[Any]) -> Event:
+class DamagedLog(ValueError):
+    """An event or checkpoint row of the store cannot be read (changed outside the service)."""
+
+
+def _event(row: Sequence[Any], study: str) -> Event:
+    try:
+        return _decode_event(row)
+    except (ValueError, TypeError, KeyError) as err:  # json.JSONDecodeError is a ValueError
+        raise DamagedLog(
+            f"event {row[0]!r} of study {study!r} in the service store cannot be read "
+            f"({type(err).__name__}: {err})"
+        ) from None
+
+
+def _decode_event(row: Sequence[Any]) -> Event:
+    x = json.loads(row[4])
+    if not isinstance(x, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in x
+    ):
+        raise ValueError(f"x is not a list of numbers: {row[4]!r:.80}")
+    additional = json.loads(row[7])
+    if not isinstance(additional, list):
+        raise ValueError(f"additional is not a list: {row[7]!r:.80}")
     return Event(
         seq=int(row[0]),
         kind=row[1],
         query_id=None if row[2] is None else int(row[2]),
         asked_t=row[3],
-        x=json.loads(row[4]),
+        x=x,
         t=float(row[5]),
         y=row[6],
-        additional=json.loads(row[7]),
+        additional=additional,
         idempotency_key=row[8],
         response=None if row[9] is None else json.loads(row[9]),
         dataset_size=int(row[10]),
@@ -372,14 +394,14 @@ class ServiceStore:
                 "ORDER BY seq DESC LIMIT ?",
                 (study, after, limit),
             )[::-1]
-        return [_event(r) for r in rows]
+        return [_event(r, study) for r in rows]
 
     def event_by_key(self, study: str, key: str) -> Event | None:
         rows = self._query(
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE study = ? AND idempotency_key = ?",
             (study, key),
         )
-        return _event(rows[0]) if rows else None
+        return _event(rows[0], study) if rows else None
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, study: str, seq: int, state: Mapping[str, Any]) -> None:
@@ -402,7 +424,12 @@ class ServiceStore:
         rows = self._query("SELECT seq, state FROM checkpoints WHERE study = ?", (study,))
         if not rows:
             return None
-        state = torch.load(io.BytesIO(rows[0][1]), weights_only=True)
+        try:
+            state = torch.load(io.BytesIO(rows[0][1]), weights_only=True)
+        except Exception as err:  # an unpickling error of any kind: the bytes were changed
+            raise DamagedLog(
+                f"the checkpoint of study {study!r} cannot be read ({type(err).__name__})"
+            ) from None
         return int(rows[0][0]), state
 
     def checkpoint_seq(self, study: str) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dynbo.policies import Policy, available, make, option_defaults, policy_class
-from dynbo.service.storage import Event, ServiceStore, StudyRecord, plain
+from dynbo.service.storage import DamagedLog, Event, ServiceStore, StudyRecord, plain
 
 __all__ = [
     "CLOCKS",
@@ -48,7 +48,8 @@ log = logging.getLogger("dynbo.service")
 #: ``wall``: ``t`` is the server's clock, seconds since the study was created;
 #: ``client``: the client gives every time.
 CLOCKS = ("wall", "client")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: a study name (matched whole: ``fullmatch``, so that no trailing newline slips through)
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_DIM = 64
 MAX_KEY_LENGTH = 200
 #: ceilings on the options that size a policy's work, so that a request cannot ask a
@@ -64,7 +65,7 @@ OPTION_LIMITS = {
 #: policies and the store walk option values recursively.
 MAX_OPTION_DEPTH = 8
 #: the devices a request may put a policy on.
-DEVICE_PATTERN = re.compile(r"^(cpu|mps|cuda(:[0-9]{1,3})?)$")
+DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:[0-9]{1,3})?")
 #: options a study takes as fields of its own, not as policy options.
 RESERVED_OPTIONS = ("bounds", "seed")
 
@@ -133,7 +134,7 @@ class _Study:
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise Invalid(
             f"invalid study name {name!r}: 1 to 64 characters, letters, digits, '_', '.', "
             "'-', starting with a letter or digit"
@@ -221,7 +222,7 @@ def validate_study(
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > ceiling:
             raise Invalid(f"option {key} = {value} is above the service's limit {ceiling}")
     device = options.get("device")
-    if device is not None and not (isinstance(device, str) and DEVICE_PATTERN.match(device)):
+    if device is not None and not (isinstance(device, str) and DEVICE_PATTERN.fullmatch(device)):
         raise Invalid(f"option device = {device!r}: the service takes 'cpu', 'cuda[:n]' or 'mps'")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise Invalid(f"seed must be a non-negative integer, got {seed!r}")
@@ -300,6 +301,10 @@ class StudyManager:
                 self.store.create_study(record)
             except ValueError as err:
                 raise Conflict(str(err)) from None
+            except sqlite3.Error as err:
+                raise Unavailable(
+                    f"the study could not be stored ({err}); nothing changed"
+                ) from None
             study = _Study(record=record, policy=instance)
             self._studies[name] = study
         with study.lock:
@@ -310,7 +315,12 @@ class StudyManager:
         study = self._entry(name)
         with study.lock:
             self._check_alive(study)
-            self.store.delete_study(study.record.name)
+            try:
+                self.store.delete_study(study.record.name)
+            except sqlite3.Error as err:
+                raise Unavailable(
+                    f"the study could not be deleted ({err}); nothing changed"
+                ) from None
             study.deleted = True
             study.policy = None
         with self._lock:
@@ -407,9 +417,15 @@ class StudyManager:
         """
         study = self._loaded(name)
         try:
+            # checked even when the pending query is returned: a bad t is refused alike
+            asked = self._time(study, t, "suggest")
+            if study.last_time is not None and asked < study.last_time:
+                raise Invalid(
+                    f"time went backwards: suggest(t={asked!r}) before the latest time the "
+                    f"study has seen (t={study.last_time!r})"
+                )
             if study.pending is not None and not replace:
                 return study.queries[study.pending].response(name, repeated=True)
-            asked = self._time(study, t, "suggest")
             policy = study.policy
             assert policy is not None
             start = time.perf_counter()
@@ -721,17 +737,28 @@ class StudyManager:
             raise
         return study
 
+    def _from_checkpoint(self, name: str) -> tuple[int, Policy | None]:
+        """``(seq, policy)`` of the study's checkpoint, or ``(0, None)``: replay the whole log.
+
+        A checkpoint that cannot be read or loaded (its bytes were changed outside the
+        service) is passed over with a warning: the log alone rebuilds the study.
+        """
+        try:
+            saved = self.store.checkpoint(name)
+            if saved is None:
+                return 0, None
+            return saved[0], Policy.from_state_dict(saved[1])
+        except (DamagedLog, ValueError) as err:
+            log.warning("study %r: %s; replaying its whole log instead", name, err)
+            return 0, None
+
     def _rebuild(self, study: _Study) -> None:
         """Checkpoint + the events after it (see the module docstring)."""
         name = study.record.name
-        saved = self.store.checkpoint(name)
-        if saved is None:
-            start_seq = 0
+        start_seq, policy = self._from_checkpoint(name)
+        if policy is None:
             record = study.record
             policy = make(record.policy, bounds=record.bounds, seed=record.seed, **record.options)
-        else:
-            start_seq, state = saved
-            policy = Policy.from_state_dict(state)
         fresh = _Study(record=study.record, lock=study.lock, checkpoint_seq=start_seq)
         mismatches = 0
         for event in self.store.events(name):
