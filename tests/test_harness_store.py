@@ -115,7 +115,20 @@ def _foreign_files(tmp_path):
     conn.close()
     service = tmp_path / "service.sqlite"
     ServiceStore(service).close()
-    return {"text": text, "foreign": foreign, "service": service}
+    # other programs' databases whose table names are dynbo's: runs, events, meta
+    lookalikes = {}
+    for name, statement in [
+        ("runs", "CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)"),
+        ("events", "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT)"),
+        ("meta", "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+    ]:
+        lookalikes[f"lookalike-{name}"] = tmp_path / f"{name}.db"
+        conn = sqlite3.connect(lookalikes[f"lookalike-{name}"])
+        conn.execute(statement)
+        conn.execute(f"INSERT INTO {name} VALUES ('1', 'mine')")
+        conn.commit()
+        conn.close()
+    return {"text": text, "foreign": foreign, "service": service, **lookalikes}
 
 
 def test_a_store_refuses_a_file_that_is_not_one_and_leaves_it_unchanged(tmp_path, capsys):
@@ -126,7 +139,8 @@ def test_a_store_refuses_a_file_that_is_not_one_and_leaves_it_unchanged(tmp_path
     result = tmp_path / "results.sqlite"
     Store(result).close()
     before = {name: path.read_bytes() for name, path in {**files, "result": result}.items()}
-    for name in ("text", "foreign", "service"):
+    lookalikes = [name for name in files if name.startswith("lookalike")]
+    for name in ("text", "foreign", "service", *lookalikes):
         with pytest.raises(ValueError, match="not a dynbo result store|cannot open result store"):
             Store(files[name])
         code = main(
@@ -135,7 +149,7 @@ def test_a_store_refuses_a_file_that_is_not_one_and_leaves_it_unchanged(tmp_path
         )
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and err[0].startswith("dynbo: error:")
-    for name in ("text", "foreign", "result"):
+    for name in ("text", "foreign", "result", *lookalikes):
         target = files.get(name, result)
         with pytest.raises(ValueError, match="not a dynbo service store|cannot open service"):
             ServiceStore(target)

@@ -8,13 +8,10 @@ byte as it was: nothing a user stored is ever lost or changed by a wrong path.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 
-__all__ = ["check_store_file", "schema_tables", "store_path"]
-
-_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
+__all__ = ["check_store_file", "schema_columns", "store_path"]
 
 
 def store_path(path: str | Path, kind: str) -> Path:
@@ -28,19 +25,41 @@ def store_path(path: str | Path, kind: str) -> Path:
     return Path(path)
 
 
-def schema_tables(schema: str) -> frozenset[str]:
-    """The table names a store's ``CREATE TABLE IF NOT EXISTS`` statements create."""
-    return frozenset(_TABLE.findall(schema))
+def schema_columns(schema: str) -> dict[str, tuple[str, ...]]:
+    """Table name -> its column names, in order, as a store's ``schema`` (SQL) creates them."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in schema.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        return _columns(conn)
+    finally:
+        conn.close()
 
 
-def check_store_file(
-    path: Path, *, kind: str, tables: frozenset[str], version_key: str, version: int
-) -> None:
+def _columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    out = {}
+    for name in names:
+        # the name comes from sqlite_master itself; quoted for names that need it
+        quoted = '"' + name.replace('"', '""') + '"'
+        out[name] = tuple(row[1] for row in conn.execute(f"PRAGMA table_info({quoted})"))
+    return out
+
+
+def check_store_file(path: Path, *, kind: str, schema: str, version_key: str, version: int) -> None:
     """Refuse, without writing to it, an existing ``path`` that is not a store of ``kind``.
 
-    A missing or empty file passes (the store creates it). Otherwise the file must be an
-    SQLite database whose tables are among ``tables`` and whose ``meta`` row
-    ``version_key`` (if any) is ``version``; it is read through a read-only connection.
+    A missing or empty file, or an SQLite database without tables, passes (the store
+    creates them). Otherwise every table must be one of ``schema``'s with its columns,
+    and the ``meta`` table must hold ``version_key`` = ``version`` (a store writes its
+    tables and that row in one transaction, so every store it made has both); the file
+    is read through a read-only connection.
 
     Raises:
         ValueError: naming the path and what it holds instead.
@@ -54,31 +73,30 @@ def check_store_file(
     except sqlite3.Error as err:
         raise ValueError(f"cannot open {kind} {path}: {err}") from None
     try:
-        found = {
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        }
-        foreign = sorted(found - tables)
+        found = _columns(conn)
+        if not found:
+            return
+        expected = schema_columns(schema)
+        foreign = sorted(name for name, columns in found.items() if expected.get(name) != columns)
         if foreign:
             raise ValueError(
                 f"{path} is not a dynbo {kind}: it holds other tables "
                 f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); "
                 "choose another file"
             )
-        if "meta" in found:
-            try:
-                row = conn.execute(
-                    "SELECT value FROM meta WHERE key = ?", (version_key,)
-                ).fetchone()
-            except sqlite3.Error:
-                row = ("unreadable",)
-            if row is not None and row[0] != str(version):
-                raise ValueError(
-                    f"{path} is not a dynbo {kind} this version reads "
-                    f"(its {version_key} is {row[0]!r}, expected {version})"
-                )
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (version_key,)).fetchone()
+        except sqlite3.Error:
+            row = None
+        if row is None:
+            raise ValueError(
+                f"{path} is not a dynbo {kind}: it has no {version_key} entry; choose another file"
+            )
+        if row[0] != str(version):
+            raise ValueError(
+                f"{path} is not a dynbo {kind} this version reads "
+                f"(its {version_key} is {row[0]!r}, expected {version})"
+            )
     except sqlite3.DatabaseError as err:
         raise ValueError(f"cannot open {kind} {path}: {err}") from None
     finally:

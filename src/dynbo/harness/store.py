@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynbo.harness.loop import RunResult, RunSpec, to_json
-from dynbo.sqlite_files import check_store_file, schema_tables, store_path
+from dynbo.sqlite_files import check_store_file, store_path
 
 if TYPE_CHECKING:  # pandas is an optional dependency (the harness extra)
     import pandas as pd
@@ -221,7 +221,7 @@ class Store:
         check_store_file(
             self.path,
             kind="result store",
-            tables=schema_tables(_SCHEMA),
+            schema=_SCHEMA,
             version_key="schema",
             version=SCHEMA_VERSION,
         )

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dynbo.sqlite_files import check_store_file, schema_tables, store_path
+from dynbo.sqlite_files import check_store_file, store_path
 
 __all__ = ["DamagedLog", "Event", "ServiceStore", "StudyRecord", "plain"]
 
@@ -226,7 +226,7 @@ class ServiceStore:
         check_store_file(
             self.path,
             kind="service store",
-            tables=schema_tables(_SCHEMA),
+            schema=_SCHEMA,
             version_key="schema_version",
             version=SCHEMA_VERSION,
         )
