@@ -1,3 +1,4 @@
+import datetime
 import os
 import signal
 import sqlite3
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dynbo.benchmarks import options as accepted_options
 from dynbo.cli import main
 from dynbo.harness import Store, build_campaign, load_campaign, run_campaign
 
@@ -471,12 +473,76 @@ def test_a_campaign_whose_horizon_ends_before_the_first_query(tmp_path, capsys):
         ({"benchmarks": [{"name": "ackley", "label": "a|b"}]}, "without '|'"),
         ({"benchmarks": [{"name": "ackley", "label": 3}]}, "non-empty string"),
         ({"benchmarks": [{"name": "ackley", "label": " "}]}, "non-empty string"),
+        # the tables' own row
+        ({"benchmarks": ["ackley", {"name": "griewank", "label": "OVERALL"}]}, "reserved"),
+        ({"benchmarks": [{"name": "ackley", "label": "overall "}]}, "reserved"),
+        # the same runs under two headings (a run is stored once: one would vanish)
+        (
+            {"benchmarks": [{"name": "ackley", "label": "a"}, {"name": "ackley", "label": "b"}]},
+            "'a' and 'b' are the same benchmark",
+        ),
+        ({"benchmarks": ["ackley", "ackley"]}, "same benchmark"),
+        (
+            {
+                "benchmarks": ["ackley"],
+                "policies": [{"name": "wdbo", "label": "A"}, {"name": "wdbo", "label": "B"}],
+            },
+            "same policy",
+        ),
     ],
 )
 def test_entries_that_would_share_a_table_heading_are_refused(config, message):
     config = {"policies": ["gp-ucb"], **config}
     with pytest.raises(ValueError, match=message):
         build_campaign(config)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"seeds": [0, 2**63]}, r"seeds must be .* \[0, 2\*\*63\)"),
+        ({"seeds": [0, 3, 0]}, "seeds lists 0 more than once"),
+        ({"name": datetime.date(1979, 5, 27)}, "the campaign: name is a date"),
+        (
+            {"benchmarks": [{"name": "ackley", "options": {"t0": datetime.time()}}]},
+            r"benchmarks\[0\]: options: t0 is a date or time",
+        ),
+    ],
+)
+def test_seeds_and_values_a_store_cannot_hold_are_refused(config, message):
+    with pytest.raises(ValueError, match=message):
+        build_campaign({"benchmarks": ["ackley"], "policies": ["gp-ucb"], **config})
+
+
+def test_suites_that_time_their_runs_differently_need_the_campaigns_protocol():
+    with pytest.raises(ValueError, match="differ in clock .*quick: 'modeled'.*sensors: 'step'"):
+        build_campaign({"suites": ["quick", "sensors"], "seeds": 1})
+    with pytest.raises(ValueError, match="differ in seeds"):
+        build_campaign({"suites": ["markov", "rkhs"]})
+    both = build_campaign(
+        {"suites": ["markov", "rkhs"], "seeds": 1, "protocol": {"clock": "step", "warmup": 0}}
+    )
+    assert {spec.protocol.clock for spec in both.specs} == {"step"}
+
+
+def test_a_campaign_horizon_replaces_the_suites_own():
+    from dynbo.harness.loop import benchmark_options
+
+    campaign = build_campaign({"suites": ["quick"], "seeds": 1, "protocol": {"horizon": 30}})
+    for spec in campaign.specs:
+        assert spec.protocol.horizon == 30.0 and "horizon" not in spec.benchmark_options
+        if "horizon" in accepted_options(spec.benchmark):
+            assert benchmark_options(spec)["horizon"] == 30.0
+    # the campaign's own benchmarks keep their options: both given and different is refused
+    own = build_campaign(
+        {
+            "benchmarks": [{"name": "ackley", "options": {"horizon": 60}}],
+            "policies": ["gp-ucb"],
+            "protocol": {"horizon": 30},
+        }
+    )
+    with pytest.raises(ValueError, match="differs from the benchmark option horizon"):
+        benchmark_options(own.specs[0])
 
 
 def test_several_suites_name_their_rows_by_suite():

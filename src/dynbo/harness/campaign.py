@@ -26,6 +26,7 @@ from their start).
 from __future__ import annotations
 
 import ctypes
+import datetime
 import hashlib
 import json
 import os
@@ -123,6 +124,11 @@ class CampaignOutcome:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
+#: the row of the campaign tables that scores every policy over the benchmarks
+#: (``dynbo.report.tables.OVERALL``): no benchmark may head a row so
+OVERALL_ROW = "OVERALL"
+
+
 def _check_label(label: Any, what: str, name: Any) -> None:
     """A label is a row or column heading of every table: one printable line, no ``|``."""
     if not isinstance(label, str) or not label.strip():
@@ -140,10 +146,28 @@ def _check_distinct_headings(
     bench_entries: list[tuple[str, dict[str, Any], str | None]],
     policy_entries: list[tuple[str, dict[str, Any], str | None]],
 ) -> None:
-    """Refuse entries that would share a table row or column and mix their runs."""
+    """Refuse entries that would share a table row or column and mix their runs, and
+    entries that are the same runs under two headings (a run is stored once)."""
     rows: dict[str, tuple[str, str]] = {}
+    for what, entries in (("benchmark", bench_entries), ("policy", policy_entries)):
+        headings: dict[tuple[str, str], str] = {}
+        for name, options, label in entries:
+            heading = label or name
+            identity = (name, json.dumps(options, sort_keys=True, default=str))
+            if identity in headings:
+                raise ValueError(
+                    f"the {what} entries {headings[identity]!r} and {heading!r} are the same "
+                    f"{what} with the same options: their runs would be the same runs; list "
+                    "it once"
+                )
+            headings[identity] = heading
     for name, options, label in bench_entries:
         heading = label or name
+        if heading.strip().upper() == OVERALL_ROW:
+            raise ValueError(
+                f"the benchmark heading {heading!r} is reserved: the tables' {OVERALL_ROW} row "
+                "scores every policy over the benchmarks; choose another 'label'"
+            )
         identity = (name, json.dumps(options, sort_keys=True, default=str))
         if rows.setdefault(heading, identity) != identity:
             raise ValueError(
@@ -206,13 +230,71 @@ def _seeds(value: Any) -> list[int]:
         return list(range(value))
     if (
         isinstance(value, Sequence)
+        and not isinstance(value, str)
         and value
-        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+        and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in value)
     ):
-        return [int(s) for s in value]
+        seeds = [int(s) for s in value]
+        if len(set(seeds)) != len(seeds):
+            twice = sorted({s for s in seeds if seeds.count(s) > 1})
+            raise ValueError(f"seeds lists {twice[0]} more than once: a seed is one run each")
+        if len(seeds) > MAX_SEEDS:
+            raise ValueError(f"seeds lists {len(seeds)} seeds, more than {MAX_SEEDS}")
+        return seeds
     raise ValueError(
-        f"seeds must be a positive count or a list of non-negative integers, got {value!r}"
+        "seeds must be a positive count or a list of integers in [0, 2**63) (what a random "
+        f"generator takes), got {_short(value)}"
     )
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _check_plain_values(value: Any, where: str) -> None:
+    """Refuse what a campaign cannot store as JSON (TOML dates and times), naming its key."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_plain_values(item, f"{where}: {key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_plain_values(item, f"{where}[{i}]")
+    elif isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        raise ValueError(
+            f"{where} is a date or time ({value.isoformat()}); campaign values are "
+            "numbers, strings, booleans, lists and tables"
+        )
+
+
+def _check_suites_agree(
+    suites: Sequence[str], protocol_section: Mapping[str, Any], seeds_given: bool
+) -> None:
+    """Several suites run under one protocol: refuse suites that time (or seed) their
+    runs differently unless the campaign says which value holds."""
+    from dynbo import benchmarks as registry
+
+    if len(suites) < 2:
+        return
+    settings: dict[str, dict[str, Any]] = {}
+    for name in suites:
+        suite = registry.suite(name)
+        values = {"clock": suite.clock, **suite.protocol}
+        if not seeds_given:
+            values["seeds"] = suite.seeds
+        settings[name] = values
+    for key in sorted({k for values in settings.values() for k in values}):
+        if key in protocol_section:
+            continue
+        seen = {name: values.get(key) for name, values in settings.items()}
+        if len({json.dumps(v, default=str) for v in seen.values()}) > 1:
+            given = ", ".join(f"{name}: {value!r}" for name, value in seen.items())
+            where = "'seeds'" if key == "seeds" else f"[protocol] {key}"
+            raise ValueError(
+                f"the suites differ in {key} ({given}); give {where} to run them together, "
+                "or run them as separate campaigns"
+            )
 
 
 def build_campaign(config: Mapping[str, Any]) -> Campaign:
@@ -241,6 +323,11 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     protocol_values: dict[str, Any] = {}
     known_policies = set(available())
     skipped: list[str] = []
+    _check_plain_values(config, "the campaign")
+    protocol_section = config.get("protocol", {})
+    if not isinstance(protocol_section, Mapping):
+        raise ValueError("[protocol] must be a table")
+    _check_suites_agree(suites, protocol_section, "seeds" in config)
     for suite_name in suites:
         suite = registry.suite(suite_name)
         for e in suite.entries:
@@ -262,6 +349,13 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     if "benchmarks" in config:
         bench_entries = _entries(config["benchmarks"], "benchmarks")
         entry_policy_options = {}
+    elif "horizon" in protocol_section:
+        # the campaign's horizon replaces the suites' own, which some suites give as
+        # their benchmarks' horizon option (the two must agree: see benchmark_options)
+        bench_entries = [
+            (name, {k: v for k, v in options.items() if k != "horizon"}, label)
+            for name, options, label in bench_entries
+        ]
     if "policies" in config:
         policy_entries = _entries(config["policies"], "policies")
     if "seeds" in config:
@@ -280,9 +374,6 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
             raise ValueError(
                 f"unknown policy {name!r}; available: {', '.join(sorted(known_policies))}"
             )
-    protocol_section = config.get("protocol", {})
-    if not isinstance(protocol_section, Mapping):
-        raise ValueError("[protocol] must be a table")
     unknown = set(protocol_section) - _PROTOCOL_KEYS
     if unknown:
         raise ValueError(

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dynbo.harness.campaign import OVERALL_ROW
 from dynbo.harness.store import policy_variants
 
 __all__ = [
@@ -49,7 +50,7 @@ METRICS: dict[str, tuple[str, bool | None]] = {
     "max_dataset_size": ("largest dataset size", None),
 }
 
-OVERALL = "OVERALL"
+OVERALL = OVERALL_ROW
 
 
 def _mean_se(values: Sequence[float]) -> tuple[float, float]:
