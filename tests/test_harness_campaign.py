@@ -443,6 +443,9 @@ def test_a_campaign_whose_horizon_ends_before_the_first_query(tmp_path, capsys):
     assert "1 of them made no query after the warm-up" in out
     code, out, _ = run_cli(["show", str(store)], capsys)
     assert code == 0 and "made no query after the warm-up" in out
+    for fmt in ("markdown", "latex", "html"):  # every format says so, none is an error
+        code, out, _ = run_cli(["show", str(store), "--format", fmt], capsys)
+        assert code == 0 and "made no query after the warm-up" in out
     report = tmp_path / "rep"
     code, _, err = run_cli(["report", str(store), "--out", str(report)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
@@ -502,6 +505,7 @@ def test_entries_that_would_share_a_table_heading_are_refused(config, message):
     [
         ({"seeds": [0, 2**63]}, r"seeds must be .* \[0, 2\*\*63\)"),
         ({"seeds": [0, 3, 0]}, "seeds lists 0 more than once"),
+        ({"name": 3}, "name must be a non-empty string"),
         ({"name": datetime.date(1979, 5, 27)}, "the campaign: name is a date"),
         (
             {"benchmarks": [{"name": "ackley", "options": {"t0": datetime.time()}}]},
@@ -543,6 +547,32 @@ def test_a_campaign_horizon_replaces_the_suites_own():
     )
     with pytest.raises(ValueError, match="differs from the benchmark option horizon"):
         benchmark_options(own.specs[0])
+
+
+def test_a_single_run_stored_by_dynbo_run_is_a_campaign_show_and_report_find(tmp_path, capsys):
+    store = tmp_path / "r.sqlite"
+    args = ["run", "--benchmark", "eggholder", "--policy", "gp-ucb", "--clock", "step"]
+    args += ["--horizon", "4", "--warmup", "2", "--store", str(store), "--quiet"]
+    args += ["--policy-option", "raw_samples=32", "--policy-option", "restarts=2"]
+    code, _, _ = run_cli(args, capsys)
+    assert code == 0
+    code, out, _ = run_cli(["show", str(store)], capsys)
+    assert code == 0 and "run: gp-ucb on eggholder (seed 0)" in out and "1 linked" in out
+    code, _, _ = run_cli(["report", str(store), "--out", str(tmp_path / "rep")], capsys)
+    assert code == 0 and (tmp_path / "rep" / "index.html").exists()
+    # its stored configuration rebuilds exactly that run
+    with Store(store, read_only=True) as s:
+        (campaign,) = s.campaigns()
+        rebuilt = build_campaign(campaign["config"])
+        assert rebuilt.campaign_id == campaign["campaign_id"]
+        assert [spec.run_id for spec in rebuilt.specs] == [r["run_id"] for r in s.runs()]
+
+
+def test_dynbo_list_names_each_benchmarks_options(capsys):
+    code, out, _ = run_cli(["list", "benchmarks"], capsys)
+    assert code == 0 and "benchmark options" in out
+    line = next(x for x in out.splitlines() if x.startswith("  markov ") and "epsilon" in x)
+    assert "lengthscale" in line and "noise_fraction" in line
 
 
 def test_several_suites_name_their_rows_by_suite():

@@ -121,6 +121,14 @@ def test_table_formats_carry_the_marks_and_the_caption(tmp_path):
     assert "2 ± 1*" in text and "OVERALL" in text
 
 
+def test_latex_escapes_every_special_character_of_a_label(tmp_path):
+    values = {("R^2 ~ {x} $y & 5% #1 a_b \\", "p", 0): 1.0, ("A", "p", 0): 2.0}
+    with build_store(tmp_path / "s.sqlite", values=values) as store:
+        tex = build_table(store.runs("c1")).latex()
+    expected = r"R\textasciicircum{}2 \textasciitilde{} \{x\} \$y \& 5\% \#1 a\_b \textbackslash{}"
+    assert expected in tex
+
+
 def test_policy_entry_labels_name_the_variants(tmp_path):
     config = {
         "policies": [
@@ -250,6 +258,53 @@ def test_the_html_report_in_a_real_headless_browser(tmp_path, headless_chromium)
         assert bold == [min(mean for mean, _ in cells)]
     driver.save_screenshot(str(tmp_path / "report.png"))
     assert_png_not_blank(tmp_path / "report.png")
+
+
+def test_labels_with_dollar_signs_are_text_in_figures_and_animations(tmp_path):
+    from dynbo.report.html import write_report
+
+    # mathtext would fail on the unknown symbol, and the whole report with it
+    values = {("cost $\\bogus$", "p", 0): 1.0, ("B", "p", 0): 2.0}
+    path = tmp_path / "s.sqlite"
+    build_store(path, values=values).close()
+    page = write_report(path, tmp_path / "rep")
+    assert "cost $\\bogus$" in page.read_text()
+
+
+def test_a_new_report_removes_the_previous_reports_files_and_nothing_else(tmp_path):
+    from dynbo.report.html import write_report
+
+    two = tmp_path / "two.sqlite"
+    build_store(two).close()  # two benchmarks: an OVERALL figure
+    one = tmp_path / "one.sqlite"
+    build_store(one, values={k: v for k, v in VALUES.items() if k[0] == "A"}).close()
+    out = tmp_path / "rep"
+    write_report(two, out)
+    (out / "animation_3.gif").write_bytes(b"GIF89a")  # as an --animate report leaves
+    (out / "notes.txt").write_text("mine")
+    assert (out / "overall.png").exists()
+    write_report(one, out)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "dataset_size.png",
+        "index.html",
+        "notes.txt",
+        "regret.png",
+        "table.md",
+        "table.tex",
+    ]
+
+
+def test_a_report_folder_below_a_file_is_refused_before_anything_runs(tmp_path, capsys):
+    from dynbo.cli import main
+
+    (tmp_path / "afile").write_text("x")
+    args = ["reproduce", "et-gp-ucb-temperature", "--seeds", "1", "--horizon", "3"]
+    args += ["--store", str(tmp_path / "r.sqlite"), "--out", str(tmp_path / "afile" / "report")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "is not a directory" in err and err.count("\n") == 1
+    assert not (tmp_path / "r.sqlite").exists()  # nothing ran, nothing stored
 
 
 def test_the_run_animation_is_a_gif_with_several_frames(tmp_path):

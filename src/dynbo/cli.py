@@ -232,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
         "Write the runs and iterations tables of a store (opened read-only) to files.",
     )
     export.add_argument("--store", default=DEFAULT_STORE, help="result store (SQLite file)")
-    export.add_argument("--format", default="csv", choices=["csv", "parquet"])
+    export.add_argument("--format", default="csv", choices=["csv", "parquet"], help="file format")
     export.add_argument("--out", required=True, help="output directory")
     export.add_argument("--campaign", help="only this campaign id")
     report = add(
@@ -264,7 +264,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run summary metric: average_regret, time_averaged_regret, cumulative_regret, "
         "queries, mean_response_time, final_dataset_size, max_dataset_size",
     )
-    show.add_argument("--format", default="text", choices=["text", "markdown", "latex", "html"])
+    show.add_argument(
+        "--format",
+        default="text",
+        choices=["text", "markdown", "latex", "html"],
+        help="how the table is printed",
+    )
     theory = add(
         "theory",
         "draw BOLT's theory figures (Fig. 1 and 2)",
@@ -434,11 +439,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if store is not None:
         with store:
             store.save_run(result)
+            _register_single_run(store, spec)
     print(json.dumps({"run_id": spec.run_id, "status": result.status, **result.summary}, indent=2))
     if result.status != "done":
         print(f"dynbo: run failed: {(result.error or '').splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _register_single_run(store: Any, spec: Any) -> None:
+    """Store ``spec``'s run as a campaign of its own, so that ``show``, ``report`` and
+    ``export`` find it like any other (its configuration rebuilds exactly this run)."""
+    from dynbo.harness.campaign import Campaign
+
+    name = f"run: {spec.policy} on {spec.benchmark} (seed {spec.seed})"
+    protocol = {k: v for k, v in spec.protocol.as_dict().items() if v is not None}
+    config = {
+        "name": name,
+        "benchmarks": [{"name": spec.benchmark, "options": dict(spec.benchmark_options)}],
+        "policies": [{"name": spec.policy, "options": dict(spec.policy_options)}],
+        "seeds": [spec.seed],
+        "protocol": protocol,
+    }
+    campaign = Campaign(name=name, specs=(spec,), config=config)
+    store.add_campaign(campaign.campaign_id, name, config)
+    store.link(campaign.campaign_id, [spec.run_id])
 
 
 def _check_scheduler_address(address: str) -> None:
@@ -545,6 +570,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         ]
         print("benchmarks (d: spatial dimension; noise: variance; c: seconds per evaluation):")
         _print_table(("name", "d", "noise", "c (s)", "horizon", "source"), rows, "llrrrl")
+        print("benchmark options (a campaign entry's 'options', dynbo run --benchmark-option):")
+        rows = [(name, ", ".join(benchmarks.options(name))) for name in benchmarks.names()]
+        _print_table(("name", "options"), rows, "ll")
     if args.what in ("all", "suites"):
         print("suites:")
         rows = []
@@ -660,10 +688,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
             f"{c['done']} done, {c['failed']} failed, {c['linked']} linked"
         )
     print()
-    if args.format == "text":
+    try:
+        table = build_table(runs, args.metric, campaign["config"])
+    except ValueError:
+        table = None  # no value to tabulate: the text view says why, in every format
+    if args.format == "text" or table is None:
         print(summary_table(runs, args.metric, campaign["config"]))
         return 0
-    table = build_table(runs, args.metric, campaign["config"])
     print({"markdown": table.markdown, "latex": table.latex, "html": table.html}[args.format]())
     return 0
 
@@ -684,14 +715,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     from dynbo import reproductions
     from dynbo.harness import Store, run_campaign, validate_campaign
-    from dynbo.report.html import write_report
+    from dynbo.report.html import check_report_folder, write_report
     from dynbo.report.tables import build_table
 
     campaign = reproductions.campaign_for(args.name, seeds=args.seeds, horizon=args.horizon)
     store_path = args.store or f"results/{args.name}.sqlite"
     out_dir = Path(args.out or f"results/{args.name}-report")
-    if out_dir.exists() and not out_dir.is_dir():  # found now, not after hours of runs
-        raise CliError(f"report output {out_dir} exists and is not a directory")
+    check_report_folder(out_dir)  # found now, not after hours of runs
     print(f"{campaign.name}: {reproductions.describe(args.name)}")
     if campaign.skipped_policies:
         print(
@@ -826,8 +856,12 @@ def _describe(err: BaseException) -> str:
         where = err.filename if err.filename is not None else ""
         other = f" -> {err.filename2}" if getattr(err, "filename2", None) else ""
         return f"{err.strerror}: {where}{other}" if where else err.strerror
-    text = str(err)
-    return text.splitlines()[0] if text else type(err).__name__
+    # a message over several lines (a parser's, with the text and a caret) is joined,
+    # so that the one line is never blank and keeps what the first line does not say
+    text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    if len(text) > 1000:
+        text = f"{text[:1000]}... ({len(text)} characters)"
+    return text or type(err).__name__
 
 
 #: arguments that name files or folders (an empty one is refused)

@@ -398,7 +398,10 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
                         label=label,
                     )
                 )
-    name = str(config.get("name") or "+".join(suites) or "campaign")
+    name = config.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty string, got {_short(name)}")
+    name = name or "+".join(suites) or "campaign"
     if "policies" in config:
         skipped = []
     return Campaign(

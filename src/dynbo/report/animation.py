@@ -26,6 +26,7 @@ import numpy as np
 from dynbo.harness.campaign import DEFAULT_RESPONSE_TIME
 from dynbo.harness.clocks import load_calibration
 from dynbo.harness.loop import RunSpec, benchmark_options, execute
+from dynbo.report.figures import literal_text
 
 __all__ = ["run_animation"]
 
@@ -92,8 +93,13 @@ def run_animation(
         )
 
     result = execute(run, observer=observe, benchmark=bench)
-    if result.status != "done" or not captured:
+    if result.status != "done":
         raise ValueError(f"the re-run of the stored configuration failed: {result.error}")
+    if not captured:
+        raise ValueError(
+            "the re-run of the stored configuration made no query after its warm-up "
+            "(its horizon ends before the first response): nothing to animate"
+        )
     seen_t = np.array([r["t"] for r in result.iterations])
     seen_x = np.array([json.loads(r["x"])[0] for r in result.iterations], dtype=float)
     optimum = np.array([bench.optimum(t)[0][0] for t in ts])
@@ -115,6 +121,7 @@ def run_animation(
     )
 
 
+@literal_text
 def _draw(
     shots: list[dict[str, Any]],
     seen_t: np.ndarray,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -13,6 +15,24 @@ __all__ = ["dataset_size_figure", "overall_figure", "regret_figure"]
 
 #: points of the common time grid the per-seed curves are interpolated on
 GRID_POINTS = 200
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def literal_text(draw: Callable[P, R]) -> Callable[P, R]:
+    """Run ``draw`` with matplotlib's mathtext off: the texts it writes hold the labels a
+    campaign gave (benchmarks, policies, options), where ``$`` is a dollar sign and
+    ``cost $x$`` must not be parsed as math (an unknown symbol fails the whole figure)."""
+
+    @functools.wraps(draw)
+    def literal(*args: P.args, **kwargs: P.kwargs) -> R:
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return literal
 
 
 def _pyplot():  # noqa: ANN202 - the matplotlib.pyplot module
@@ -60,6 +80,7 @@ def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
     return out
 
 
+@literal_text
 def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | None = None) -> Path:
     """Average regret ``R_k / k`` against time, mean +- standard error over seeds.
 
@@ -119,6 +140,7 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
     return _save(fig, path)
 
 
+@literal_text
 def overall_figure(table, path: str | Path, *, title: str | None = None) -> Path:  # noqa: ANN001
     """The OVERALL row of a :class:`~dynbo.report.tables.Table` as bars with +- se.
 
@@ -149,6 +171,7 @@ def overall_figure(table, path: str | Path, *, title: str | None = None) -> Path
     return _save(fig, path)
 
 
+@literal_text
 def dataset_size_figure(
     iterations: pd.DataFrame, path: str | Path, *, title: str | None = None
 ) -> Path:

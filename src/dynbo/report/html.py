@@ -14,6 +14,7 @@ import datetime as _dt
 import html
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -68,6 +69,8 @@ def _animations(
 
     first: dict[tuple[str, str], dict[str, Any]] = {}
     for run in sorted(finished, key=lambda r: r["seed"]):
+        if not (run.get("summary") or {}).get("queries"):
+            continue  # a run that made no query after its warm-up has nothing to show
         first.setdefault((run["label"], variants[run["run_id"]]), run)
     made = []
     for index, ((label, variant), run) in enumerate(sorted(first.items())):
@@ -121,8 +124,7 @@ def write_report(
         ValueError: no such store or campaign, or a campaign with no finished run.
     """
     target = Path(out_dir)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"report output {target} exists and is not a directory")
+    check_report_folder(target)
     with Store(store_path, read_only=True) as store:
         campaign = choose_campaign(store, campaign_id)
         cid = campaign["campaign_id"]
@@ -147,8 +149,14 @@ def write_report(
     out = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         _write_files(out, campaign, runs, finished, frame, variants, animate, extra_html)
+        written = {path.name for path in out.iterdir()}
         for path in out.iterdir():
             os.replace(path, target / path.name)
+        # a previous report's files this one does not have (its overall figure, its
+        # animations) would be read as this one's; anything else in the folder stays
+        for path in target.iterdir():
+            if path.is_file() and _is_report_file(path.name) and path.name not in written:
+                path.unlink()
     except BaseException:
         if created:  # nor an empty folder of ours
             shutil.rmtree(target, ignore_errors=True)
@@ -156,6 +164,33 @@ def write_report(
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return target / "index.html"
+
+
+#: the files a report writes (with ``animation_<i>.gif``; ``paper_table.md`` is
+#: ``dynbo reproduce``'s): a new report into the same folder removes the old ones
+REPORT_FILES = frozenset(
+    {"index.html", "table.md", "table.tex", "regret.png", "dataset_size.png", "overall.png"}
+    | {"paper_table.md"}
+)
+
+
+def _is_report_file(name: str) -> bool:
+    return name in REPORT_FILES or re.fullmatch(r"animation_\d+\.gif", name) is not None
+
+
+def check_report_folder(target: Path) -> None:
+    """``ValueError`` unless a report can be written into the folder ``target``: it is a
+    folder or can be made one (no file in its place or in the place of a parent)."""
+    for place in (target, *target.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = (
+                    "exists and is not a directory"
+                    if place == target
+                    else (f"cannot be made: {place} is not a directory")
+                )
+                raise ValueError(f"report output {target} {what}")
+            return
 
 
 def _write_files(

@@ -52,6 +52,21 @@ METRICS: dict[str, tuple[str, bool | None]] = {
 
 OVERALL = OVERALL_ROW
 
+#: LaTeX's special characters in text, each as it is written (one pass: no character
+#: of a replacement is replaced again)
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "$": r"\$",
+    "&": r"\&",
+    "%": r"\%",
+    "#": r"\#",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
 
 def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     n = len(values)
@@ -150,9 +165,7 @@ class Table:
         """A ``tabular`` in a ``table`` float (``\\textbf``, ``\\underline``; needs no package)."""
 
         def escape(text: str) -> str:
-            for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&")):
-                text = text.replace(a, b)
-            return text.replace("#", r"\#")
+            return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
         lines = [
             r"\begin{table}",

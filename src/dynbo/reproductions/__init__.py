@@ -116,10 +116,8 @@ def _check(name: str) -> None:
         return
     if name in UNAVAILABLE:
         raise ValueError(f"reproduction {name!r} is not available: {UNAVAILABLE[name]}")
-    raise ValueError(
-        f"unknown reproduction {name!r}; available: {', '.join(available())} "
-        f"(known but not available yet: {', '.join(UNAVAILABLE)})"
-    )
+    later = f" (known but not available yet: {', '.join(UNAVAILABLE)})" if UNAVAILABLE else ""
+    raise ValueError(f"unknown reproduction {name!r}; available: {', '.join(available())}{later}")
 
 
 def _data(filename: str) -> str | None:
