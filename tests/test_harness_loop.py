@@ -190,3 +190,26 @@ def test_run_identity_depends_on_what_determines_the_run():
     assert a.run_id == b.run_id
     assert spec(seed=2).run_id != a.run_id
     assert spec(seed=1, horizon=30.0).run_id != a.run_id
+
+
+def test_a_run_pins_the_blas_threads_of_its_process_and_restores_them():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    seen = []
+    spec = RunSpec(
+        benchmark="eggholder",
+        benchmark_options={"dim": 1, "horizon": 3.0},
+        policy="gp-ucb",
+        seed=0,
+        protocol=Protocol(clock="step", warmup=2, threads=1),
+        policy_options={"raw_samples": 16, "restarts": 1},
+    )
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        assert before == {2}  # NumPy's BLAS is found (the check below is not empty)
+        result = execute(spec, observer=lambda policy, row: seen.append(blas_threads()))
+        assert blas_threads() == before  # given back after the run
+    assert result.status == "done" and seen and all(s <= {1} for s in seen)

@@ -347,6 +347,23 @@ def execute(
     benchmark: Benchmark | None = None,
     observer: Callable[[Any, dict[str, Any]], None] | None = None,
 ) -> RunResult:
+    """Run one benchmark x policy x seed to the horizon (see :func:`_execute`), with the
+    BLAS pools of this process limited to the protocol's ``threads`` as torch's are (a
+    campaign's worker processes get them from the environment; a run in this process,
+    ``dynbo run`` or one worker, would otherwise use every core for NumPy)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=spec.protocol.threads, user_api="blas"):
+        return _execute(spec, on_iteration=on_iteration, benchmark=benchmark, observer=observer)
+
+
+def _execute(
+    spec: RunSpec,
+    *,
+    on_iteration: Callable[[dict[str, Any]], None] | None = None,
+    benchmark: Benchmark | None = None,
+    observer: Callable[[Any, dict[str, Any]], None] | None = None,
+) -> RunResult:
     """Run one benchmark x policy x seed to the horizon.
 
     Exceptions raised by the objective or the policy end the run with status
