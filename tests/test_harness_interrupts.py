@@ -368,7 +368,8 @@ def test_list_is_aligned_and_says_what_d_is(capsys):
     assert main(["list", "benchmarks"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "spatial dimension" in lines[0]
-    header, rows = lines[1], lines[2:]
+    options = next(i for i, line in enumerate(lines) if line.startswith("benchmark options"))
+    header, rows = lines[1], lines[2:options]
     source = header.index("source")
     assert all(len(row) > source and row[source - 2 : source] == "  " for row in rows)
     assert main(["list", "policies"]) == 0

@@ -67,6 +67,16 @@ def test_boolean_options_accept_only_booleans(name, option, value):
         (lambda p: p.observe([0.5, 0.5], 1.0, 0.0), "backwards"),
         (lambda p: p.load_state_dict(None), "mapping"),
         (lambda p: p.load_state_dict({}), "format"),
+        # NumPy's time types count as integers to NumPy, but have units
+        (lambda p: p.observe([0.5, 0.5], np.timedelta64(20, "s"), 1.0), "t must be a real"),
+        (lambda p: p.suggest(np.timedelta64(20, "s")), "t must be a real"),
+        (lambda p: p.observe([0.5, 0.5], 7.0, np.timedelta64(2, "s")), "y must be a real"),
+        (lambda p: p.observe(torch.zeros(2).to_sparse(), 7.0, 1.0), "dense tensor"),
+        (lambda p: p.predict([[5.0, 0.5]], 7.0), r"x\[0\] = 5.0 lies outside"),
+        (lambda p: p.predict([[0.5, 0.5], [0.5, -1.0]], 7.0), r"x\[1, 1\] = -1.0 lies outside"),
+        (lambda p: p.save(None), "binary file object"),
+        (lambda p: p.save(__import__("io").StringIO()), "binary file object"),
+        (lambda p: p.save(""), "empty"),
     ],
 )
 def test_bad_calls_are_value_errors_and_change_nothing(policy, call, message):
@@ -163,6 +173,19 @@ def test_from_state_dict_rejects_malformed_states(state, message):
         ({"bounds": [[0.0], [10**400]]}, "bounds must hold real numbers"),
         ({"time_scale": 1e306}, r"time_scale must be in \(0, 1e\+12\]"),
         ({"time_scale": 0.0}, "time_scale must be in"),
+        ({"time_scale": np.timedelta64(2, "s")}, "time_scale must be a real"),
+        # values that overflow the kernel or the acquisition later are refused now
+        ({"hyperparameter_bounds": {"lengthscale_space": (1e-200, 1e-190)}}, "within"),
+        ({"hyperparameter_bounds": {"lengthscale_time": (1e-200, 1e-190)}}, "within"),
+        ({"initial_hyperparameters": {"lengthscale_space": 1e-200}}, "within"),
+        ({"lengthscale_time_floor": 1e308}, "lengthscale_time_floor must be in"),
+        ({"raw_samples": 2**40}, "raw_samples must be at most"),
+        ({"raw_samples": 10**400}, "digits"),
+        ({"acquisition_iterations": 10**9}, "acquisition_iterations must be at most"),
+        ({"fit_iterations": 10**9}, "fit_iterations must be at most"),
+        ({"beta": {"kind": "log_time", "c1": 1e308}}, "c1 must be at most"),
+        ({"beta": {"kind": "dataset_size", "scale": 1e308}}, "scale must be at most"),
+        ({"beta": {"kind": "sparq", "delta": 1e-308}}, "delta must be in"),
     ],
 )
 @pytest.mark.parametrize("name", ["st-gp-ucb", "gp-ucb"])
@@ -280,3 +303,83 @@ def test_standalone_wdbo_keeps_a_working_dataset_on_a_steady_drift():
     assert np.median(collapsed_sizes) <= 4  # the failure this guards against
     assert np.median(sizes) > 10 and sizes.min() > 5
     assert regret < collapsed_regret - 0.3
+
+
+@pytest.mark.parametrize(
+    "options", [{"ard": np.bool_(True)}, {"spatial_kernel": np.str_("se")}, {"standardize": True}]
+)
+def test_a_saved_policy_loads_whatever_types_its_options_were_given_in(options, tmp_path):
+    from dynbo.kernels import Family
+
+    for extra in ({}, {"spatial_kernel": Family.SE}):
+        p = make("gp-ucb", bounds=[[0.0, 0.0], [1.0, 1.0]], seed=1, **{**options, **extra})
+        for t in range(4):
+            p.observe([0.2 * t, 0.5], float(t), float(t))
+        p.save(tmp_path / "p.pt")
+        loaded = Policy.load(tmp_path / "p.pt")
+        assert _state_equal(loaded.state_dict(), p.state_dict())
+
+
+def test_a_bfloat16_tensor_is_read_as_its_values(policy):
+    policy.observe(torch.tensor([0.25, 0.75], dtype=torch.bfloat16), 7.0, 1.0)
+    assert policy.dataset.x[-1].tolist() == [0.25, 0.75]
+
+
+def test_make_and_policy_class_refuse_a_name_that_is_not_a_string():
+    from dynbo.policies import policy_class
+
+    for call in (lambda: make(["wdbo"], bounds=[[0.0], [1.0]]), lambda: policy_class({})):
+        with pytest.raises(ValueError, match="unknown policy"):
+            call()
+
+
+@pytest.mark.parametrize("name", ["sparq-gp-ucb", "w-sparq-gp-ucb"])
+def test_float32_sparq_asks_again_for_points_of_the_domain_exactly(name):
+    p = make(name, bounds=[[0.1], [0.3]], dtype="float32", queries=2, seed=0)
+    p.observe([0.3], 0.0, 1.0)
+    p.observe([0.1], 0.5, 1.0)
+    q = p.suggest(1.0)
+    assert len(q.additional) and np.all((q.additional >= 0.1) & (q.additional <= 0.3))
+    p.observe(q.x, 1.0, 0.5)
+    p.observe_additional(q.additional, 1.0, [1.0] * len(q.additional))  # accepted
+    arms = np.array([[0.1], [0.7], [0.33]])
+    p = make(name, bounds=[[0.0], [1.0]], dtype="float32", queries=2, seed=0, candidates=arms)
+    p.observe([0.7], 0.0, 1.0)
+    p.observe([0.33], 0.5, 1.0)
+    q = p.suggest(1.0)
+    assert all(any(np.array_equal(a, arm) for arm in arms) for a in q.additional)
+
+
+def test_old_observations_of_w_sparq_weigh_nothing_without_overflowing():
+    p = make("w-sparq-gp-ucb", bounds=[[0.0], [1.0]], alpha=60, seed=0)
+    for i in range(5):  # ages of 1e6 ** 60: far beyond a float
+        p.observe([0.2 * i], i * 1e6, float(i))
+    assert np.all(np.isfinite(p.suggest(5e6).x))
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"lengthscale_prior": (1e308, 1.0)}, r"lengthscale_prior\[0\] must be <="),
+        ({"binning": 10**400}, "binning must be at most"),
+        ({"epsilon_bounds": (1e-300, 0.5)}, "epsilon_bounds must start at"),
+        ({"time_step": 1e-308}, "time_step must be in"),
+    ],
+)
+def test_options_of_ui_tvbo_and_tv_gp_ucb_that_would_overflow_are_refused(options, message):
+    name = "tv-gp-ucb" if "epsilon_bounds" in options or "time_step" in options else "ui-tvbo"
+    extra = {"noise_variance": 0.01} if name == "ui-tvbo" else {}
+    with pytest.raises(ValueError, match=message):
+        make(name, bounds=[[0.0], [1.0]], **extra, **options)
+
+
+def test_ui_tvbo_holds_a_huge_known_noise_at_the_top_of_its_range():
+    p = make("ui-tvbo", bounds=[[0.0], [1.0]], noise_variance=1e308, seed=0)
+    for i in range(6):
+        p.observe([0.15 * i], float(i), 1.0 + 1e-3 * i)
+    assert np.all(np.isfinite(p.suggest(7.0).x))
+
+
+def test_bolt_caps_its_search_for_n_star():
+    with pytest.raises(ValueError, match="max_size must be at most"):
+        make("bolt", bounds=[[0.0], [1.0]], max_size=10**7)

@@ -24,12 +24,19 @@ def test_utility_definition():
     assert u == pytest.approx(sum(np.exp(-2 * i * 2.0 / 4.0) for i in (1, 2, 3)))
 
 
-def test_constant_response_time_hits_the_cap_and_fallback_is_used():
+def test_constant_response_time_hits_the_cap_in_few_evaluations():
     assert max_dataset_size(lambda n: 0.1, "se", 60.0, n_max=500) == 500
-    # an ascent that cannot finish within max_steps falls back to brute force
-    assert (
-        max_dataset_size(bolt_example, "matern32", 60.0, initial=2000, n_max=2000, max_steps=3)
-        == 106
-    )
+    # the search gallops and bisects: O(log n_max) utilities, wherever it starts (a
+    # step-by-step ascent from 1 to a cap of 10^6 evaluated a million of them)
+    sizes = []
+
+    def counted(n):
+        sizes.append(n)
+        return 0.01
+
+    assert max_dataset_size(counted, "se", 1e9, n_max=10**6) == 10**6
+    assert len(set(sizes)) < 100  # two per probe (a forward difference), 2 log2(10^6) probes
+    for start in (1, 2000, 10**6):
+        assert max_dataset_size(bolt_example, "matern32", 60.0, initial=start, n_max=10**6) == 106
     with pytest.raises(ValueError, match="lengthscale_time"):
         max_dataset_size(bolt_example, "se", 0.0)

@@ -71,17 +71,18 @@ def max_dataset_size(
     *,
     initial: int | None = None,
     n_max: int = 10_000,
-    max_steps: int = 2_000,
 ) -> int:
     """BOLT's maximal dataset size ``n* = argmax_n sum_{i<=n} k_T(i R(n))^2`` (eq. 9).
 
-    The relaxation ``g(x) = int_1^x k_T(s R(x))^2 ds`` has a unique maximizer, so from an
-    initial guess the discrete ascent ``n <- n + sign(u(n+1) - u(n))`` stops at ``n*``
-    where the forward difference changes sign (BOLT Sec. 3.3). If the ascent does not
-    settle within ``max_steps`` (a far initial guess, or a response-time model for
-    which ``u`` is not unimodal numerically), the maximizer is found by brute force.
-    When ``R`` grows too slowly for ``u`` to turn down before ``n_max`` (e.g. a constant
-    ``R``), ``n_max`` is returned: the cap on the search.
+    The relaxation ``g(x) = int_1^x k_T(s R(x))^2 ds`` has a unique maximizer (BOLT Sec.
+    3.3), so the forward difference ``u(n + 1) - u(n)`` is positive below ``n*`` and not
+    above: ``n*`` is the first size where it is not positive. From the initial guess
+    the search gallops (steps 1, 2, 4, ...) in the direction the difference points to
+    until it changes sign, then bisects: O(log n_max) evaluations of ``u`` (each O(n)),
+    wherever the guess is. Where ``u`` is not unimodal numerically, the answer is still a
+    local maximum (the difference is positive just below it and not at it). When ``R``
+    grows too slowly for ``u`` to turn down before ``n_max`` (e.g. a constant ``R``),
+    ``n_max`` is returned: the cap on the search.
 
     Args:
         response_time: ``R(n)``, non-negative and non-decreasing.
@@ -89,7 +90,6 @@ def max_dataset_size(
         lengthscale_time: ``l_T`` (same time unit as ``R``).
         initial: starting guess (e.g. the previous ``n*``); default 1.
         n_max: largest size considered.
-        max_steps: cap on ascent steps before the brute-force fallback.
 
     Returns:
         ``n*`` in ``[1, n_max]``.
@@ -98,34 +98,40 @@ def max_dataset_size(
         raise ValueError(f"lengthscale_time must be positive, got {lengthscale_time!r}")
     if n_max < 1:
         raise ValueError(f"n_max must be >= 1, got {n_max!r}")
-
-    def u(n: int) -> float:
-        return dataset_utility(n, response_time, temporal_kernel, lengthscale_time)
-
-    n = int(min(max(initial or 1, 1), n_max))
     cache: dict[int, float] = {}
 
-    def cu(m: int) -> float:
-        if m not in cache:
-            cache[m] = u(m)
-        return cache[m]
+    def u(n: int) -> float:
+        if n not in cache:
+            cache[n] = dataset_utility(n, response_time, temporal_kernel, lengthscale_time)
+        return cache[n]
 
-    for _ in range(max_steps):
-        up = cu(n + 1) - cu(n) if n < n_max else -1.0
-        if up > 0:
-            n += 1
-            continue
-        down = cu(n) - cu(n - 1) if n > 1 else 1.0
-        if down <= 0:
-            n -= 1
-            continue
-        return n
-    return _brute_force(u, n_max)
+    def rises(n: int) -> bool:
+        """Whether ``u(n + 1) > u(n)``: ``n`` is below ``n*`` (size 0 always is)."""
+        if n < 1:
+            return True
+        return n < n_max and u(n + 1) - u(n) > 0
 
-
-def _brute_force(u: Callable[[int], float], n_max: int) -> int:
-    values = [u(n) for n in range(1, n_max + 1)]
-    return int(np.argmax(values)) + 1
+    n = int(min(max(initial or 1, 1), n_max))
+    # gallop to a bracket: rises(below) and not rises(above)
+    step = 1
+    if rises(n):
+        below, above = n, min(n + step, n_max)
+        while rises(above):
+            below, step = above, 2 * step
+            above = min(below + step, n_max)
+    else:
+        above, below = n, n - step
+        while not rises(below):
+            above, step = below, 2 * step
+            below = max(above - step, 0)
+    # bisect: the first size that does not rise
+    while above - below > 1:
+        middle = (below + above) // 2
+        if rises(middle):
+            below = middle
+        else:
+            above = middle
+    return above
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ promise "bad input is a ``ValueError`` and changes nothing".
 
 from __future__ import annotations
 
+import enum
 import math
 import numbers
 from collections.abc import Callable, Mapping
@@ -37,12 +38,20 @@ _FALSE_WORDS = frozenset({"false", "no", "0", "off"})
 
 
 def _scalar(value: Any) -> Any:
-    """Unwrap 0-d NumPy arrays and one-element, gradient-free torch scalars."""
+    """Unwrap 0-d NumPy arrays and one-element, gradient-free torch scalars.
+
+    NumPy's time types (``timedelta64`` counts as an integer to NumPy and to
+    ``numbers.Integral``, but has a unit) come back as they are, for the checks to refuse.
+    """
     if isinstance(value, np.ndarray) and value.ndim == 0:
-        return value[()]
+        value = value[()]
     if isinstance(value, torch.Tensor) and value.ndim == 0:
         return value.detach().cpu().item()
     return value
+
+
+def _is_time_type(value: Any) -> bool:
+    return isinstance(value, (np.timedelta64, np.datetime64))
 
 
 def named_option(name: str, convert: Callable[[Any], Any], value: Any) -> Any:
@@ -57,6 +66,12 @@ def named_option(name: str, convert: Callable[[Any], Any], value: Any) -> Any:
         raise ValueError(f"{name}: {err}") from None
 
 
+def shown_number(value: Any) -> str:
+    """A number as a message shows it: an integer of hundreds of digits is cut."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+
+
 def finite_number(name: str, value: Any) -> float:
     """A finite real number (int, float, NumPy or torch scalar; not bool, str or complex).
 
@@ -64,16 +79,35 @@ def finite_number(name: str, value: Any) -> float:
         ValueError: for anything else, including integers too large for a float.
     """
     value = _scalar(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Real)
+        or _is_time_type(value)
+    ):
         raise ValueError(f"{name} must be a real number, got {value!r}")
     try:
         out = float(value)
     except (OverflowError, ValueError):
-        text = str(value)
-        shown = text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
-        raise ValueError(f"{name} = {shown} is too large to be a float") from None
+        raise ValueError(f"{name} = {shown_number(value)} is too large to be a float") from None
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {out}")
+    return out
+
+
+#: smallest ``time_step`` of a policy that counts time in steps of the clock: times up to
+#: ``MAX_ABS_TIME`` in such steps stay finite in every kernel (``sigma_w^2 min(t, t')``
+#: too).
+MIN_TIME_STEP = 1e-9
+
+
+def time_step(name: str, value: Any) -> float:
+    """A clock time per step in ``[MIN_TIME_STEP, MAX_ABS_TIME]`` (``ValueError`` naming it)."""
+    out = finite_number(name, value)
+    if not MIN_TIME_STEP <= out <= MAX_ABS_TIME:
+        raise ValueError(
+            f"{name} must be in [{MIN_TIME_STEP:g}, {MAX_ABS_TIME:g}] (times up to "
+            f"{MAX_ABS_TIME:g} in such steps stay finite), got {value!r}"
+        )
     return out
 
 
@@ -100,7 +134,12 @@ def ordered_pair(
 def positive_int(name: str, value: Any) -> int:
     """A positive integer (int or NumPy integer; not bool)."""
     value = _scalar(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Integral)
+        or _is_time_type(value)
+        or value < 1
+    ):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
@@ -144,7 +183,13 @@ def real_array(name: str, value: Any) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         if value.dtype == torch.bool or value.is_complex():
             raise ValueError(f"{name} must hold real numbers, got a {value.dtype} tensor")
-        value = value.detach().cpu().numpy()
+        if value.layout != torch.strided or value.device.type == "meta":
+            raise ValueError(
+                f"{name} must be a dense tensor with values, got a {value.layout} tensor on "
+                f"{value.device}"
+            )
+        # NumPy has no bfloat16 (nor float8): widen first, exactly
+        value = value.detach().cpu().to(torch.float64).numpy()
     if isinstance(value, (str, bytes, Mapping)) or _contains_bool(value):
         raise ValueError(f"{name} must be an array of real numbers, got {value!r}")
     try:
@@ -176,8 +221,12 @@ def plain_value(value: Any) -> Any:
         return value.tolist()
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().tolist()
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
+    if isinstance(value, enum.Enum):  # before str: a str-valued enum is a str
+        return plain_value(value.value)
+    if isinstance(value, np.generic):  # NumPy scalars: np.bool_, np.str_, numbers
+        return plain_value(value.item())
+    if isinstance(value, str) and type(value) is not str:
+        return str(value)
     if isinstance(value, Mapping):
         return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -42,6 +42,13 @@ TIME_GRID = 11
 AcquisitionFn = Callable[[torch.Tensor], torch.Tensor]
 
 
+#: the largest settings of a box search (a Sobol sample of 2^20 points takes 8 MB per
+#: dimension and is evaluated in chunks of ``RAW_CHUNK``)
+SEARCH_LIMITS = {"raw_samples": 2**20, "restarts": 4096, "max_iterations": 10**6}
+#: raw samples evaluated per acquisition call (bounds the memory of one call)
+RAW_CHUNK = 8192
+
+
 @dataclass(frozen=True)
 class BoxSearch:
     """Settings of the multi-start box search.
@@ -68,6 +75,11 @@ class BoxSearch:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if value > SEARCH_LIMITS[name]:
+                raise ValueError(
+                    f"{name} must be at most {SEARCH_LIMITS[name]} (each costs acquisition "
+                    f"evaluations every iteration), got {value!r}"
+                )
         if not 0.0 < self.tolerance < 1.0:
             raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance!r}")
 
@@ -108,7 +120,9 @@ def maximize_on_box(
     if extra_starts is not None and extra_starts.numel():
         raw = torch.cat([raw, extra_starts.to(dtype=dtype, device=device).reshape(-1, dim)])
     with torch.no_grad():
-        raw_values = acquisition(raw)
+        raw_values = torch.cat(
+            [acquisition(raw[i : i + RAW_CHUNK]) for i in range(0, len(raw), RAW_CHUNK)]
+        )
     order = torch.argsort(raw_values, descending=True)
     starts = raw[order[: search.restarts]]
     best_raw = raw[order[0]].clone()

@@ -33,8 +33,9 @@ __all__ = [
 
 
 def _check_delta(delta: float) -> None:
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"beta schedule parameter delta must be in (0, 1), got {delta}")
+    # below 1e-300, 2 / delta overflows the log the radii take of it
+    if not 1e-300 <= delta < 1.0:
+        raise ValueError(f"beta schedule parameter delta must be in [1e-300, 1), got {delta}")
 
 
 def _information_gain(gp: SpatioTemporalGP | None) -> float:
@@ -299,12 +300,21 @@ def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None)
     for name, value in params.items():
         if value is not None and (not math.isfinite(value) or value < 0):
             raise ValueError(f"beta schedule parameter {name} must be finite and >= 0, got {value}")
+        if value is not None and value > MAX_BETA_PARAMETER:
+            raise ValueError(
+                f"beta schedule parameter {name} must be at most {MAX_BETA_PARAMETER:g} (a "
+                f"wider confidence multiplier than that is no longer a number), got {value}"
+            )
     try:
         schedule = kinds[spec["kind"]](**params)
     except TypeError as err:
         raise ValueError(f"invalid parameters for beta schedule {spec['kind']!r}: {err}") from None
     return schedule
 
+
+#: the largest parameter of a beta schedule given by its options: ``beta`` stays a
+#: finite number however many iterations a run makes
+MAX_BETA_PARAMETER = 1e12
 
 _KINDS: dict[str, type] = {
     "dataset_size": DatasetSizeBeta,

@@ -405,6 +405,21 @@ def _check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
 
 
+#: the widest bounds a fit may search: inputs are in the unit box (space) and within
+#: ``1e12`` (time), so these keep every scaled distance below ``2e18`` and its square
+#: finite even in float32, and the standardized targets' variances within reason
+HYPERPARAMETER_RANGE = {
+    "outputscale": (1e-12, 1e12),
+    "lengthscale_space": (1e-6, 1e6),
+    "lengthscale_time": (1e-6, 1e15),
+    "noise": (1e-12, 1e12),
+}
+HYPERPARAMETER_RANGE_REASON = (
+    "beyond them the kernel's scaled distances or the covariance overflow (the targets "
+    "are standardized, space is the unit box)"
+)
+
+
 @dataclass(frozen=True)
 class HyperparameterBounds:
     """Box bounds for maximum-likelihood fitting (each a ``(low, high)`` pair).
@@ -428,6 +443,12 @@ class HyperparameterBounds:
             if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
                 raise ValueError(
                     f"bounds for {name} must satisfy 0 < low < high (finite), got {(low, high)}"
+                )
+            least, most = HYPERPARAMETER_RANGE[name]
+            if low < least or high > most:
+                raise ValueError(
+                    f"bounds for {name} must lie within [{least:g}, {most:g}], got "
+                    f"{(low, high)}: {HYPERPARAMETER_RANGE_REASON}"
                 )
         object.__setattr__(self, "fixed", frozenset(self.fixed))
         unknown = set(self.fixed) - set(_HYPERPARAMETER_NAMES)
@@ -556,6 +577,12 @@ def parse_initial_hyperparameters(
     for key, value in out.items():
         values = value if key == "lengthscale_space" else (value,)
         checked = tuple(finite_number(f"initial_hyperparameters[{key!r}]", v) for v in values)
+        least, most = HYPERPARAMETER_RANGE[key]
+        if any(not least <= v <= most for v in checked):
+            raise ValueError(
+                f"initial_hyperparameters[{key!r}] must lie within [{least:g}, {most:g}], got "
+                f"{value!r}: {HYPERPARAMETER_RANGE_REASON}"
+            )
         out[key] = checked if key == "lengthscale_space" else checked[0]
     # validate now, so that a bad value fails at construction naming the field
     Hyperparameters(**{"lengthscale_time": 1.0 if kernel.uses_time else None, **out}).for_kernel(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import io
 import math
 import numbers
 import os
@@ -40,12 +41,13 @@ import numpy as np
 import torch
 
 from dynbo.acquisition.latency import DurationTable
-from dynbo.acquisition.optimize import BoxSearch, maximize_acquisition
+from dynbo.acquisition.optimize import SEARCH_LIMITS, BoxSearch, maximize_acquisition
 from dynbo.acquisition.ucb import BetaSchedule, UpperConfidenceBound, make_beta_schedule
 from dynbo.kernels import as_family
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import (
+    HYPERPARAMETER_RANGE,
     WIENER,
     HyperparameterBounds,
     Hyperparameters,
@@ -67,6 +69,7 @@ from dynbo.validation import (
     plain_value,
     positive_int,
     real_array,
+    shown_number,
     usable_device,
 )
 
@@ -98,9 +101,7 @@ def register(cls: type[Policy]) -> type[Policy]:
 
 def make(name: str, **config: Any) -> Policy:
     """Create a registered policy by name, e.g. ``make("wdbo", bounds=..., seed=0)``."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
-    cls = _REGISTRY[name]
+    cls = policy_class(name)
     accepted = option_defaults(cls)
     unknown = sorted(set(config) - set(accepted))
     if unknown:
@@ -117,6 +118,11 @@ def make(name: str, **config: Any) -> Policy:
             "(bounds: [lower corner, upper corner] of the search box)"
         )
     return cls(**config)
+
+
+def _is_binary(handle: Any) -> bool:
+    """Whether a writable file object takes bytes (a text stream has an ``encoding``)."""
+    return not isinstance(handle, io.TextIOBase) and getattr(handle, "encoding", None) is None
 
 
 def option_defaults(cls: type[Policy]) -> dict[str, Any]:
@@ -145,7 +151,7 @@ def available() -> list[str]:
 
 def policy_class(name: str) -> type[Policy]:
     """The class registered under ``name``."""
-    if name not in _REGISTRY:
+    if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}")
     return _REGISTRY[name]
 
@@ -161,8 +167,10 @@ class Policy(ABC):
             that do not model time).
         ard: one spatial lengthscale per dimension.
         beta: exploration schedule (``"dataset_size"``: ``0.2 d log(2n)``, default;
-            ``{"kind": "log_time", "c1": .., "c2": ..}``; a number for a constant).
-        raw_samples, restarts, acquisition_iterations: acquisition box search.
+            ``{"kind": "log_time", "c1": .., "c2": ..}``; a number for a constant);
+            parameters at most ``1e12``.
+        raw_samples, restarts, acquisition_iterations: acquisition box search (at most
+            ``2**20``, ``4096`` and ``10**6``).
         candidates: ``(N, d)`` finite set of points (original units) to choose from
             instead of the box (sensors, grid cells).
         arm_covariance: ``(N, N)`` a given covariance of ``f`` over the ``candidates``
@@ -176,11 +184,13 @@ class Policy(ABC):
             before it). ``None``: the policy's default (1; 5 for the policies that reset,
             whose fresh datasets would otherwise be fitted on a single point, where
             every lengthscale and variance is undetermined).
-        fit_iterations: L-BFGS-B iteration cap per fit.
+        fit_iterations: L-BFGS-B iteration cap per fit (at most ``10**6``).
         hyperparameter_bounds: overrides of :class:`HyperparameterBounds` fields, e.g.
-            ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``.
+            ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``, within
+            :data:`~dynbo.models.kernel.HYPERPARAMETER_RANGE` (lengthscales ``[1e-6, 1e6]``
+            in space, ``[1e-6, 1e15]`` in time; variances ``[1e-12, 1e12]``).
         initial_hyperparameters: overrides of the starting values (``outputscale``,
-            ``lengthscale_space``, ``lengthscale_time``, ``noise``).
+            ``lengthscale_space``, ``lengthscale_time``, ``noise``), within the same range.
         hyperpriors: fit by maximum a posteriori under BoTorch's default weak priors
             instead of pure maximum likelihood: log-normal densities on the values (as
             GPyTorch's ``LogNormalPrior``), for each lengthscale of normalized inputs
@@ -197,9 +207,9 @@ class Policy(ABC):
         lengthscale_time_floor: smallest temporal lengthscale the fit may choose:
             ``"sampling_interval"`` (default: the median gap between consecutive
             observation times of the dataset), a number (time units), or ``None`` (only
-            ``hyperparameter_bounds``). A lengthscale shorter than the sampling interval
-            makes consecutive observations nearly independent: nothing can be tracked,
-            and a removal policy then judges every old observation stale
+            ``hyperparameter_bounds``); at most ``1e14``. A lengthscale shorter than the
+            sampling interval makes consecutive observations nearly independent: nothing
+            can be tracked, and a removal policy then judges every old observation stale
             (``docs/design.md``). Ignored when ``hyperparameter_bounds`` sets
             ``lengthscale_time``.
         standardize: standardize targets (default True).
@@ -301,12 +311,25 @@ class Policy(ABC):
         self.seed = int(seed)
         self.device = usable_device(device)
         self.beta_schedule = make_beta_schedule(beta)
-        self.search = BoxSearch(
-            raw_samples=positive_int("raw_samples", raw_samples),
-            restarts=positive_int("restarts", restarts),
-            max_iterations=positive_int("acquisition_iterations", acquisition_iterations),
-        )
+        search = {}
+        for option, field_name, value in (
+            ("raw_samples", "raw_samples", raw_samples),
+            ("restarts", "restarts", restarts),
+            ("acquisition_iterations", "max_iterations", acquisition_iterations),
+        ):
+            search[field_name] = positive_int(option, value)
+            if search[field_name] > SEARCH_LIMITS[field_name]:
+                raise ValueError(
+                    f"{option} must be at most {SEARCH_LIMITS[field_name]}, got "
+                    f"{shown_number(value)}"
+                )
+        self.search = BoxSearch(**search)
         self.fit_iterations = positive_int("fit_iterations", fit_iterations)
+        if self.fit_iterations > SEARCH_LIMITS["max_iterations"]:
+            limit = SEARCH_LIMITS["max_iterations"]
+            raise ValueError(
+                f"fit_iterations must be at most {limit}, got {shown_number(fit_iterations)}"
+            )
         self.min_fit_size = positive_int(
             "min_fit_size",
             type(self).default_min_fit_size if min_fit_size is None else min_fit_size,
@@ -326,8 +349,9 @@ class Policy(ABC):
         self._last_observe_time: float | None = None
         if lengthscale_time_floor is not None and lengthscale_time_floor != "sampling_interval":
             floor = finite_number("lengthscale_time_floor", lengthscale_time_floor)
-            if floor <= 0:
-                raise ValueError(f"lengthscale_time_floor must be positive, got {floor}")
+            most = HYPERPARAMETER_RANGE["lengthscale_time"][1] / 10.0
+            if not 0 < floor <= most:
+                raise ValueError(f"lengthscale_time_floor must be in (0, {most:g}], got {floor}")
             lengthscale_time_floor = floor
         self.lengthscale_time_floor = lengthscale_time_floor
         self.learn_hyperparameters = boolean("learn_hyperparameters", learn_hyperparameters)
@@ -725,7 +749,8 @@ class Policy(ABC):
             (for the kernel-ridge family, the variance is the squared width).
 
         Raises:
-            ValueError: for points of the wrong shape or non-finite values.
+            ValueError: for points of the wrong shape, non-finite values, points outside
+                the bounds or ``|t| > 1e12``.
         """
         points = real_array("x", x)
         if points.ndim != 2 or points.shape[1] != self.dim:
@@ -733,6 +758,7 @@ class Policy(ABC):
         times = np.broadcast_to(real_array("t", t), (points.shape[0],))
         if not (np.isfinite(points).all() and np.isfinite(times).all()):
             raise ValueError("x and t must be finite")
+        self._domain.check_inside(points, "x")  # as observe: the model knows the box only
         if times.size and np.abs(times).max() > MAX_ABS_TIME:  # as observe and suggest
             raise ValueError(
                 f"t = {np.abs(times).max():g} is out of range (|t| must be <= {MAX_ABS_TIME:g})"
@@ -898,7 +924,10 @@ class Policy(ABC):
         if floor is not None:
             low = max(low, floor)
         high = max(high, 1e3 * self.time_scale, 10.0 * low)
-        return replace(bounds, lengthscale_time=(low, high))
+        # within the widest box a fit may search (times reach 1e12: it is reached only
+        # by time scales and sampling gaps of that order)
+        high = min(high, HYPERPARAMETER_RANGE["lengthscale_time"][1])
+        return replace(bounds, lengthscale_time=(min(low, high / 10.0), high))
 
     def lengthscale_time_lower(self) -> float | None:
         """The floor on ``l_T`` (time units) set by ``lengthscale_time_floor``, if any.
@@ -1037,9 +1066,18 @@ class Policy(ABC):
         fails or is interrupted leaves the previous file whole.
         """
         if not isinstance(path, (str, os.PathLike)):
+            if not (callable(getattr(path, "write", None)) and _is_binary(path)):
+                raise ValueError(
+                    f"save needs a path or a binary file object (opened with 'wb'), got "
+                    f"{type(path).__name__}"
+                )
             torch.save(self.state_dict(), path)  # a file object: the caller's to manage
             return
+        if isinstance(path, str) and not path.strip():
+            raise ValueError("save needs a path; got an empty one")
         target = Path(path)
+        if target.is_dir():
+            raise ValueError(f"cannot save to {target}: it is a directory")
         handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         os.close(handle)
         try:

@@ -32,6 +32,10 @@ from dynbo.validation import boolean, positive_int
 __all__ = ["BOLT"]
 
 
+#: the largest ``max_size``: ``u(n)`` sums ``n`` terms, and no GP holds a million points
+MAX_SIZE_CAP = 10**6
+
+
 @register
 class BOLT(Policy):
     """BOLT: GP-UCB whose dataset is capped at the maximal useful size ``n*``.
@@ -42,7 +46,8 @@ class BOLT(Policy):
             observation per iteration (the paper's loop removes one).
         min_response_points: distinct dataset sizes needed before ``R(n)`` is fitted;
             until then ``n*`` is infinite (no removal).
-        max_size: cap on ``n*`` (``R`` nearly constant makes ``u`` increase for ever).
+        max_size: cap on ``n*`` (``R`` nearly constant makes ``u`` increase for ever);
+            at most ``10**6`` (the utility of a size costs O(size)).
         min_dataset_size: never remove below this many observations (default 2).
         paper_compat: see :class:`~dynbo.policies.wdbo.WDBO`.
         **kwargs: the shared :class:`~dynbo.policies.base.Policy` arguments.
@@ -75,6 +80,8 @@ class BOLT(Policy):
                 f"got {min_response_points!r}"
             )
         self.max_size = positive_int("max_size", max_size)
+        if self.max_size > MAX_SIZE_CAP:
+            raise ValueError(f"max_size must be at most {MAX_SIZE_CAP}, got {max_size!r}")
         self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
         self.remove_until_cap = boolean("remove_until_cap", remove_until_cap)
         self.paper_compat = boolean("paper_compat", paper_compat)

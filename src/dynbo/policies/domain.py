@@ -110,6 +110,16 @@ class SearchDomain:
             return self.candidates[index].copy()
         return np.clip(self.lower + u * (self.upper - self.lower), self.lower, self.upper)
 
+    def snap(self, points: np.ndarray) -> np.ndarray:
+        """``(m, d)`` points the model holds (in its dtype's precision) as the domain's own:
+        clipped to the bounds, or on a finite set the nearest candidates exactly, so that
+        a float32 model never asks for a point the domain refuses."""
+        points = np.asarray(points, dtype=np.float64).reshape(-1, self.dim)
+        if self.candidates is not None and len(points):
+            distance = ((points[:, None, :] - self.candidates[None, :, :]) ** 2).sum(axis=2)
+            return self.candidates[np.argmin(distance, axis=1)].copy()
+        return np.clip(points, self.lower, self.upper)
+
     def validate_point(self, x: Sequence[float] | np.ndarray) -> torch.Tensor:
         """``x`` as a ``(d,)`` tensor of the model's dtype, or a ``ValueError``."""
         arr = real_array("x", x)
@@ -118,14 +128,21 @@ class SearchDomain:
         arr = arr.reshape(self.dim)
         if not np.isfinite(arr).all():
             raise ValueError(f"x contains NaN or infinite values: {arr.tolist()}")
-        tol = self.tolerance()
-        outside = (arr < self.lower - tol) | (arr > self.upper + tol)
-        if outside.any():
-            j = int(np.argmax(outside))
-            raise ValueError(
-                f"x[{j}] = {arr[j]} lies outside the domain [{self.lower[j]}, {self.upper[j]}]"
-            )
+        self.check_inside(arr.reshape(1, self.dim), "x")
         return torch.as_tensor(np.clip(arr, self.lower, self.upper), dtype=self.dtype)
+
+    def check_inside(self, points: np.ndarray, name: str) -> None:
+        """``ValueError`` naming the first coordinate of the finite ``(m, d)`` ``points``
+        outside the box (beyond :meth:`tolerance`); ``name`` is the argument's name."""
+        tol = self.tolerance()
+        outside = (points < self.lower - tol) | (points > self.upper + tol)
+        if outside.any():
+            i, j = (int(v) for v in np.argwhere(outside)[0])
+            where = f"{name}[{j}]" if len(points) == 1 else f"{name}[{i}, {j}]"
+            raise ValueError(
+                f"{where} = {points[i, j]} lies outside the domain "
+                f"[{self.lower[j]}, {self.upper[j]}]"
+            )
 
     @staticmethod
     def _parse_bounds(bounds: Any, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:

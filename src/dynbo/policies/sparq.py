@@ -75,6 +75,10 @@ def window_length(start: int, alpha: float, alpha_tilde: float) -> int:
     return min(int(math.floor(start**exponent + 1e-9)) + 1, MAX_WINDOW_LENGTH)
 
 
+#: the largest noise multiplier of an aged observation (W-SparQ's ``1 + age^alpha``)
+MAX_NOISE_MULTIPLIER = 1e12
+
+
 @register
 class SparQGPUCB(Policy):
     """SparQ-GP-UCB (Alg. 1): re-query a k-DPP subset of the past inputs at every step.
@@ -191,7 +195,10 @@ class SparQGPUCB(Policy):
             return torch.ones(n, dtype=self.dtype)
         reference = self._last_observe_time if self._last_observe_time is not None else 0.0
         age = (reference - self._t).clamp_min(0.0)
-        return torch.where(age > 0, 1.0 + age.pow(self.alpha), torch.ones_like(age))
+        # held at MAX_NOISE_MULTIPLIER: an observation that old is ignored either way,
+        # and age ** alpha overflows (to inf, a NaN in the covariance) for long runs
+        grown = (1.0 + age.pow(self.alpha)).clamp_max(MAX_NOISE_MULTIPLIER)
+        return torch.where(age > 0, grown, torch.ones_like(age))
 
     def _observe(self, x: torch.Tensor, t: float, y: float) -> None:
         # appended with multiplier 1 (fresh); every multiplier is refreshed before the fit
@@ -232,7 +239,8 @@ class SparQGPUCB(Policy):
             dpp_steps=sample.steps,
             dpp_accepted=sample.accepted,
         )
-        return pool[torch.as_tensor(sample.indices)].numpy()
+        # the pool holds inputs as the model's dtype kept them (float32 rounds them)
+        return self._domain.snap(pool[torch.as_tensor(sample.indices)].numpy())
 
     def _observe_additional(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> None:
         if self._round_time is not None:

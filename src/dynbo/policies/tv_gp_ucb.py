@@ -34,6 +34,7 @@ from dynbo.models.kernel import (
 )
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.validation import finite_number, ordered_pair
+from dynbo.validation import time_step as check_time_step
 
 __all__ = ["TVGPUCB", "parse_epsilon", "parse_epsilon_bounds"]
 
@@ -48,9 +49,20 @@ def parse_epsilon(name: str, value: Any) -> float:
     return value
 
 
+#: smallest lower end of ``epsilon_bounds``: its lengthscale ``-2 / ln(1 - eps)`` (2e12
+#: steps) stays inside the box a fit may search
+MIN_LEARNED_EPSILON = 1e-12
+
+
 def parse_epsilon_bounds(value: Any) -> tuple[float, float]:
-    """A ``(low, high)`` pair inside (0, 1) with ``low < high``, or a ``ValueError``."""
-    return ordered_pair("epsilon_bounds", value, parse_epsilon)
+    """A ``(low, high)`` pair inside (0, 1) with ``1e-12 <= low < high``, or a ``ValueError``."""
+    low, high = ordered_pair("epsilon_bounds", value, parse_epsilon)
+    if low < MIN_LEARNED_EPSILON:
+        raise ValueError(
+            f"epsilon_bounds must start at {MIN_LEARNED_EPSILON:g} or above (a smaller eps "
+            f"changes f by nothing over 1e12 steps; fix it with epsilon=), got {value!r}"
+        )
+    return low, high
 
 
 @register
@@ -99,9 +111,7 @@ class TVGPUCB(Policy):
         if time_index not in TIME_INDICES:
             raise ValueError(f"time_index must be one of {TIME_INDICES}, got {time_index!r}")
         self.time_index = time_index
-        self.time_step = finite_number("time_step", time_step)
-        if self.time_step <= 0:
-            raise ValueError(f"time_step must be positive, got {time_step!r}")
+        self.time_step = check_time_step("time_step", time_step)
         # the Markov factor has no sampling-interval floor: eps is bounded instead
         kwargs.setdefault("lengthscale_time_floor", None)
         super().__init__(bounds, temporal_kernel="matern12", **kwargs)

@@ -31,6 +31,7 @@ constrained variant (C-TVBO, Sec. III-C of the paper) is not provided.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -38,31 +39,37 @@ from typing import Any
 import torch
 
 from dynbo.acquisition.ucb import UpperConfidenceBound
-from dynbo.models.kernel import HyperparameterBounds, Hyperparameters
+from dynbo.models.kernel import HYPERPARAMETER_RANGE, HyperparameterBounds, Hyperparameters
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.validation import (
-    MAX_ABS_TIME,
     boolean,
     finite_number,
     ordered_pair,
     positive_int,
     positive_number,
+    shown_number,
 )
+from dynbo.validation import time_step as check_time_step
 
 __all__ = ["UITVBO"]
 
 GOALS = ("maximize", "minimize")
 #: smallest noise variance (standardized units) a known noise of 0 is replaced by
 MIN_STANDARDIZED_NOISE = 1e-6
+#: largest one (the top of the range a noise hyperparameter may take)
+MAX_STANDARDIZED_NOISE = HYPERPARAMETER_RANGE["noise"][1]
 
 #: largest ``sigma_w^2`` per time step, relative to the unit variance of the standardized
 #: targets: larger walks say nothing more (every pair of times is uncorrelated already)
 #: and, over ``1e12`` time steps, would overflow the kernel's entries.
 MAX_WIENER_VARIANCE = 1e6
 
-#: smallest ``time_step``: times up to ``MAX_ABS_TIME`` in such steps keep
-#: ``sigma_w^2 min(t, t')`` finite.
-MIN_TIME_STEP = 1e-9
+#: largest concentration or rate of the Gamma prior on a lengthscale (its log density
+#: must stay finite over the lengthscales a fit searches)
+MAX_PRIOR_PARAMETER = 1e6
+
+#: most cells per dimension of the data-selection grid
+MAX_BINNING = 10_000
 
 
 def _at_most(name: str, value: Any, limit: float) -> float:
@@ -152,11 +159,7 @@ class UITVBO(Policy):
             wiener_variance_bounds,
             lambda name, value: _at_most(name, value, MAX_WIENER_VARIANCE),
         )
-        self.time_step = positive_number("time_step", time_step)
-        if not MIN_TIME_STEP <= self.time_step <= MAX_ABS_TIME:
-            raise ValueError(
-                f"time_step must be in [{MIN_TIME_STEP:g}, {MAX_ABS_TIME:g}], got {time_step!r}"
-            )
+        self.time_step = check_time_step("time_step", time_step)
         if lengthscale_prior is not None:
             if not isinstance(lengthscale_prior, (list, tuple)) or len(lengthscale_prior) != 2:
                 raise ValueError(
@@ -164,14 +167,19 @@ class UITVBO(Policy):
                     f"got {lengthscale_prior!r}"
                 )
             lengthscale_prior = (
-                positive_number("lengthscale_prior[0]", lengthscale_prior[0]),
-                positive_number("lengthscale_prior[1]", lengthscale_prior[1]),
+                _at_most("lengthscale_prior[0]", lengthscale_prior[0], MAX_PRIOR_PARAMETER),
+                _at_most("lengthscale_prior[1]", lengthscale_prior[1], MAX_PRIOR_PARAMETER),
             )
         self.lengthscale_prior = lengthscale_prior
         if goal not in GOALS:
             raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
         self.goal = goal
         self.binning = None if binning is None else positive_int("binning", binning)
+        if self.binning is not None and self.binning > MAX_BINNING:
+            raise ValueError(
+                f"binning must be at most {MAX_BINNING} cells per dimension, got "
+                f"{shown_number(binning)}"
+            )
         if binning_recent is not None and binning is None:
             raise ValueError("binning_recent applies to binning, which is off (binning=None)")
         self.binning_recent = positive_int(
@@ -278,7 +286,10 @@ class UITVBO(Policy):
     def _standardized_noise(self) -> float:
         gp = getattr(self, "_gp", None)  # None while the base class builds it
         scale = gp.target_scale if gp is not None and self.standardize else 1.0
-        return max(self.noise_variance / scale**2, MIN_STANDARDIZED_NOISE)
+        # a noise of 1e12 times the targets' variance already says the data mean nothing:
+        # held there, it never overflows (a tiny scale of y, a huge noise_variance)
+        standardized = self.noise_variance / scale**2 if scale > 0 else math.inf
+        return min(max(standardized, MIN_STANDARDIZED_NOISE), MAX_STANDARDIZED_NOISE)
 
     def _restandardize(self) -> None:
         # the noise is known in the units of y: it follows the standardization
