@@ -118,6 +118,14 @@ def _corrupt(state, path, value):
         (("extra", "budget"), KeyError, "invalid policy state"),
         (("gp", "hyperparameters"), {"outputscale": 1.0}, "invalid policy state"),
         (("config", "alpha"), 0.5, "different configuration"),
+        # values of the right kind that no policy ever held: refused when loaded, not
+        # at the next suggest
+        (("extra", "previous_time"), "x", "previous_time must be a real number"),
+        (("extra", "budget"), -1.0, "budget must be >= 0"),
+        (("time_scale",), -5.0, "time_scale must be positive"),
+        (("gp", "target_scale"), 0.0, "target_scale > 0 must be finite"),
+        (("gp", "target_mean"), float("nan"), "must be finite"),
+        (("gp", "jitter"), -1.0, "jitter must be finite and >= 0"),
     ],
 )
 def test_malformed_states_are_value_errors_and_change_nothing(policy, path, value, message):
@@ -383,3 +391,34 @@ def test_ui_tvbo_holds_a_huge_known_noise_at_the_top_of_its_range():
 def test_bolt_caps_its_search_for_n_star():
     with pytest.raises(ValueError, match="max_size must be at most"):
         make("bolt", bounds=[[0.0], [1.0]], max_size=10**7)
+
+
+def test_diagnostics_are_a_copy_as_dataset_and_config_are(policy):
+    before = policy.state_dict()
+    policy.diagnostics.extra["edited"] = True
+    policy.diagnostics.removed = 99
+    assert "edited" not in policy.diagnostics.extra and policy.diagnostics.removed != 99
+    assert _state_equal(policy.state_dict(), before)
+
+
+@pytest.mark.parametrize(
+    "name,key,value,message",
+    [
+        ("r-gp-ucb", "estimate", float("nan"), "estimate"),
+        ("et-gp-ucb", "steps", -1, "steps must be a non-negative integer"),
+        ("ui-tvbo", "origin", float("nan"), "origin must be finite"),
+        ("bolt", "previous_size", -3, "previous_size"),
+        ("tv-gp-ucb", "count", 1.5, "count"),
+    ],
+)
+def test_each_policys_own_state_values_are_checked_when_loaded(name, key, value, message):
+    options = {"noise_variance": 0.01} if name == "ui-tvbo" else {}
+    p = make(name, bounds=[[0.0], [1.0]], seed=0, raw_samples=32, restarts=2, **options)
+    for t in range(4):
+        p.observe([0.25 * t], float(t), float(t % 2))
+    p.suggest(4.0)
+    state = p.state_dict()
+    assert key in state["extra"]
+    state["extra"][key] = value
+    with pytest.raises(ValueError, match=message):
+        Policy.from_state_dict(state)

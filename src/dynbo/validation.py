@@ -131,6 +131,19 @@ def ordered_pair(
     return low, high
 
 
+def optional_number(name: str, value: Any) -> float | None:
+    """``None`` or a finite real number (a time a policy may not have seen yet)."""
+    return None if value is None else finite_number(name, value)
+
+
+def count(name: str, value: Any) -> int:
+    """A non-negative integer (a number of steps, observations, queries)."""
+    value = _scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
 def positive_int(name: str, value: Any) -> int:
     """A positive integer (int or NumPy integer; not bool)."""
     value = _scalar(value)

@@ -414,9 +414,13 @@ class SpatioTemporalGP:
         self._hyper = Hyperparameters.from_dict(state["hyperparameters"]).for_kernel(self.kernel)  # type: ignore[arg-type]
         self._inputs, self._targets = t("inputs"), t("targets")
         self._noise_scale, self._factor, self._alpha = t("noise_scale"), t("factor"), t("alpha")
-        self._target_mean = float(state["target_mean"])  # type: ignore[arg-type]
-        self._target_scale = float(state["target_scale"])  # type: ignore[arg-type]
-        self._jitter = float(state["jitter"])  # type: ignore[arg-type]
+        names = ("target_mean", "target_scale", "jitter")
+        mean, scale, jitter = (float(state[k]) for k in names)  # type: ignore[arg-type]
+        if not (math.isfinite(mean) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"target_mean, target_scale > 0 must be finite: {mean}, {scale}")
+        if not (math.isfinite(jitter) and jitter >= 0):
+            raise ValueError(f"jitter must be finite and >= 0, got {jitter}")
+        self._target_mean, self._target_scale, self._jitter = mean, scale, jitter
 
     # ------------------------------------------------------------------ inference
     def predict(

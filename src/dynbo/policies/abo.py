@@ -29,7 +29,7 @@ import torch
 
 from dynbo.acquisition.ucb import UpperConfidenceBound
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import MAX_ABS_TIME, boolean, finite_number, positive_int
+from dynbo.validation import MAX_ABS_TIME, boolean, count, finite_number, positive_int
 
 __all__ = ["ABO"]
 
@@ -144,6 +144,8 @@ class ABO(Policy):
         }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._log_lengthscales = [float(v) for v in state["log_lengthscales"]]
-        self._stable_checks = int(state["stable_checks"])
+        self._log_lengthscales = [
+            finite_number("log_lengthscales", v) for v in state["log_lengthscales"]
+        ]
+        self._stable_checks = count("stable_checks", state["stable_checks"])
         self._stable = bool(state["stable"])

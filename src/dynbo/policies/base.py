@@ -453,8 +453,9 @@ class Policy(ABC):
 
     @property
     def diagnostics(self) -> Diagnostics | None:
-        """Diagnostics of the last ``suggest`` (``None`` before the first)."""
-        return self._diagnostics
+        """Diagnostics of the last ``suggest`` (``None`` before the first): a copy, as
+        ``dataset`` and ``config`` are (changing it does not change the policy's state)."""
+        return None if self._diagnostics is None else copy.deepcopy(self._diagnostics)
 
     def suggest(self, t: float) -> Query:
         """Run one iteration at time ``t`` and return the next query.

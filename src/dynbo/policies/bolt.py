@@ -27,7 +27,7 @@ from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.theory import max_dataset_size
-from dynbo.validation import boolean, positive_int
+from dynbo.validation import boolean, count, optional_number, positive_int
 
 __all__ = ["BOLT"]
 
@@ -157,9 +157,10 @@ class BOLT(Policy):
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         self._responses = DurationTable.from_state(state["responses"])
-        self._previous_time = state["previous_time"]
-        self._previous_size = int(state["previous_size"])
-        self._max_size = None if state["max_size"] is None else int(state["max_size"])
+        self._previous_time = optional_number("previous_time", state["previous_time"])
+        self._previous_size = count("previous_size", state["previous_size"])
+        size = state["max_size"]
+        self._max_size = None if size is None else positive_int("max_size", size)
 
     def response_dataset(self) -> np.ndarray:
         """``(m, 3)`` array: dataset size, mean response time (s), number of measurements.

@@ -25,7 +25,7 @@ from dynbo.models.kernel import KernelSpec, markov_epsilon, markov_lengthscale
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.policies.tv_gp_ucb import parse_epsilon, parse_epsilon_bounds
 from dynbo.theory import reset_interval
-from dynbo.validation import finite_number, positive_int
+from dynbo.validation import count, finite_number, optional_number, positive_int
 
 __all__ = ["ETGPUCB", "RGPUCB", "periodic_reset_due"]
 
@@ -145,8 +145,10 @@ class RGPUCB(Policy):
         return {"estimate": self._estimate}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        estimate = state["estimate"]
-        self._estimate = None if estimate is None else float(estimate)
+        estimate = optional_number("estimate", state["estimate"])
+        if estimate is not None and not 0.0 < estimate < 1.0:
+            raise ValueError(f"estimate (of eps) must be in (0, 1), got {estimate}")
+        self._estimate = estimate
 
 
 @register
@@ -230,6 +232,6 @@ class ETGPUCB(Policy):
         }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._steps = int(state["steps"])
+        self._steps = count("steps", state["steps"])
         trigger = state["trigger"]
         self._trigger = None if trigger is None else dict(trigger)

@@ -35,7 +35,7 @@ import torch
 from dynbo.acquisition.ucb import BetaSchedule, make_beta_schedule
 from dynbo.kdpp import sample_kdpp
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import boolean, finite_number, positive_int
+from dynbo.validation import boolean, count, finite_number, optional_number, positive_int
 
 __all__ = ["NOISE_MODELS", "SparQGPUCB", "WSparQGPUCB", "window_starts"]
 
@@ -268,8 +268,8 @@ class SparQGPUCB(Policy):
         if past.ndim != 2 or past.shape[1] != self.dim:
             raise ValueError(f"past_inputs must have shape (P, {self.dim})")
         self._past_inputs = past.clone()
-        self._round_time = None if state["round_time"] is None else float(state["round_time"])
-        self._additional_total = int(state["additional_total"])
+        self._round_time = optional_number("round_time", state["round_time"])
+        self._additional_total = count("additional_total", state["additional_total"])
 
 
 @register
@@ -323,4 +323,4 @@ class WSparQGPUCB(SparQGPUCB):
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         super()._load_extra_state(state)
-        self._next_window = int(state["next_window"])
+        self._next_window = count("next_window", state["next_window"])

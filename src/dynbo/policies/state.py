@@ -16,6 +16,7 @@ import torch
 from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.additional import AdditionalRequests
 from dynbo.policies.records import Diagnostics
+from dynbo.validation import optional_number
 
 if TYPE_CHECKING:
     from dynbo.policies.base import Policy
@@ -159,10 +160,13 @@ def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
     policy._gp.load_state_dict(state["gp"])
     policy._iteration = int(state["iteration"])
     policy._fitted = bool(state["fitted"])
-    policy._time_scale = state["time_scale"]
-    policy._first_time = state["first_time"]
-    policy._last_suggest_time = state["last_suggest_time"]
-    policy._last_observe_time = state["last_observe_time"]
+    time_scale = optional_number("time_scale", state["time_scale"])
+    if time_scale is not None and time_scale <= 0:
+        raise ValueError(f"time_scale must be positive, got {time_scale}")
+    policy._time_scale = time_scale
+    policy._first_time = optional_number("first_time", state["first_time"])
+    policy._last_suggest_time = optional_number("last_suggest_time", state["last_suggest_time"])
+    policy._last_observe_time = optional_number("last_observe_time", state["last_observe_time"])
     policy._generator.set_state(state["generator"])
     diagnostics = state["diagnostics"]
     policy._diagnostics = None if diagnostics is None else Diagnostics(**diagnostics)

@@ -33,7 +33,7 @@ from dynbo.models.kernel import (
     markov_lengthscale,
 )
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import finite_number, ordered_pair
+from dynbo.validation import count, finite_number, ordered_pair
 from dynbo.validation import time_step as check_time_step
 
 __all__ = ["TVGPUCB", "parse_epsilon", "parse_epsilon_bounds"]
@@ -166,4 +166,4 @@ class TVGPUCB(Policy):
         return {"count": self._count}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._count = int(state["count"])
+        self._count = count("count", state["count"])

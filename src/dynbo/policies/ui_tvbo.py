@@ -44,6 +44,7 @@ from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.validation import (
     boolean,
     finite_number,
+    optional_number,
     ordered_pair,
     positive_int,
     positive_number,
@@ -334,4 +335,4 @@ class UITVBO(Policy):
         return {"origin": self._origin}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._origin = None if state["origin"] is None else float(state["origin"])
+        self._origin = optional_number("origin", state["origin"])

@@ -34,7 +34,7 @@ import torch
 
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
-from dynbo.validation import boolean, finite_number, positive_int
+from dynbo.validation import boolean, finite_number, optional_number, positive_int
 
 __all__ = ["WDBO"]
 
@@ -135,5 +135,7 @@ class WDBO(Policy):
         return {"budget": self._budget, "previous_time": self._previous_time}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._budget = float(state["budget"])
-        self._previous_time = state["previous_time"]
+        self._budget = finite_number("budget", state["budget"])
+        if self._budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self._budget}")
+        self._previous_time = optional_number("previous_time", state["previous_time"])

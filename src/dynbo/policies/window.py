@@ -121,7 +121,7 @@ class SWGPUCB(KernelRidgePolicy):
         return {"dropped": list(self._dropped)}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        self._dropped = [float(v) for v in state["dropped"]]
+        self._dropped = [finite_number("dropped", v) for v in state["dropped"]]
 
 
 @register
