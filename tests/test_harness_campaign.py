@@ -534,9 +534,17 @@ def test_a_campaign_horizon_replaces_the_suites_own():
 
     campaign = build_campaign({"suites": ["quick"], "seeds": 1, "protocol": {"horizon": 30}})
     for spec in campaign.specs:
-        assert spec.protocol.horizon == 30.0 and "horizon" not in spec.benchmark_options
+        assert spec.protocol.horizon == 30.0
+        assert spec.benchmark_options.get("horizon", 30) == 30
         if "horizon" in accepted_options(spec.benchmark):
             assert benchmark_options(spec)["horizon"] == 30.0
+    # as `dynbo reproduce --horizon` does: R-GP-UCB's block length follows the horizon
+    markov = build_campaign({"suites": ["markov"], "seeds": 1, "protocol": {"horizon": 50}})
+    assert {s.policy_options["horizon"] for s in markov.specs if s.policy == "r-gp-ucb"} == {50}
+    # a horizon equal to the suite's own leaves the benchmarks' options as they were
+    same = build_campaign({"suites": ["quick"], "seeds": 1, "protocol": {"horizon": 60}})
+    plain = build_campaign({"suites": ["quick"], "seeds": 1})
+    assert [s.benchmark_options for s in same.specs] == [s.benchmark_options for s in plain.specs]
     # the campaign's own benchmarks keep their options: both given and different is refused
     own = build_campaign(
         {

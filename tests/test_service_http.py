@@ -430,6 +430,16 @@ def test_the_cli_refuses_bad_arguments(capsys, monkeypatch):
     assert err.count("\n") == 1 and "pip install 'dynbo[serve]'" in err
 
 
+def test_a_token_is_refused_only_where_http_could_never_carry_it():
+    from dynbo.service.app import check_token
+
+    for token in (" secret", "secret\t", "sec\nret", "\ud800secret", ""):
+        with pytest.raises(ValueError, match="token"):
+            check_token(token)
+    for token in ("secret", "\u00a0secret\u00a0", "s\u00e9cret"):  # HTTP strips no NBSP
+        check_token(token)
+
+
 def test_port_0_serves_on_a_free_port_and_announces_it(tmp_path):
     command = [sys.executable, "-m", "dynbo", "serve", "--store", str(tmp_path / "s.sqlite")]
     proc = subprocess.Popen(

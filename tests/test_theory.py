@@ -26,8 +26,8 @@ def test_utility_definition():
 
 def test_constant_response_time_hits_the_cap_in_few_evaluations():
     assert max_dataset_size(lambda n: 0.1, "se", 60.0, n_max=500) == 500
-    # the search gallops and bisects: O(log n_max) utilities, wherever it starts (a
-    # step-by-step ascent from 1 to a cap of 10^6 evaluated a million of them)
+    # after max_steps single steps the search gallops and bisects: O(log n_max) more
+    # utilities (a search of every size up to a cap of 10^6 took a million)
     sizes = []
 
     def counted(n):
@@ -35,8 +35,11 @@ def test_constant_response_time_hits_the_cap_in_few_evaluations():
         return 0.01
 
     assert max_dataset_size(counted, "se", 1e9, n_max=10**6) == 10**6
-    assert len(set(sizes)) < 100  # two per probe (a forward difference), 2 log2(10^6) probes
+    # the 2000 single steps, then two sizes per probe (a forward difference) of the gallop
+    assert len(set(sizes)) < 2_100
     for start in (1, 2000, 10**6):
         assert max_dataset_size(bolt_example, "matern32", 60.0, initial=start, n_max=10**6) == 106
+        # galloping from the start at once finds the same maximum
+        assert max_dataset_size(bolt_example, "matern32", 60.0, initial=start, max_steps=0) == 106
     with pytest.raises(ValueError, match="lengthscale_time"):
         max_dataset_size(bolt_example, "se", 0.0)

@@ -187,6 +187,7 @@ def test_ui_tvbo_rejects_bad_options_naming_them():
         # the kernel's sigma_w^2 * t would overflow over the times a policy accepts
         ({"noise_variance": 0.1, "wiener_variance": 1e308}, "wiener_variance"),
         ({"noise_variance": 0.1, "wiener_variance_bounds": (0.1, 1e300)}, "wiener_variance_bounds"),
+        ({"noise_variance": 0.1, "wiener_variance_bounds": (1e-20, 1.0)}, "start at 1e-15"),
         ({"noise_variance": 0.1, "time_step": 1e-12}, "time_step"),
         ({"noise_variance": 0.1, "time_step": 1e13}, "time_step"),
         ({"noise_variance": 0.1, "goal": "max"}, "goal"),

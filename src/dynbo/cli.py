@@ -785,7 +785,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from_env = args.token is None
     token = args.token if not from_env else os.environ.get("DYNBO_TOKEN") or None
     if token is not None and not token.strip():
-        raise CliError("--token must not be empty")
+        raise CliError(f"{'DYNBO_TOKEN' if from_env else '--token'} must not be empty")
     # an IPv6 address as written in a URL, "[::1]", is the address "::1"
     host = args.host[1:-1] if args.host.startswith("[") and args.host.endswith("]") else args.host
     try:

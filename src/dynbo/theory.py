@@ -71,18 +71,20 @@ def max_dataset_size(
     *,
     initial: int | None = None,
     n_max: int = 10_000,
+    max_steps: int = 2_000,
 ) -> int:
     """BOLT's maximal dataset size ``n* = argmax_n sum_{i<=n} k_T(i R(n))^2`` (eq. 9).
 
-    The relaxation ``g(x) = int_1^x k_T(s R(x))^2 ds`` has a unique maximizer (BOLT Sec.
-    3.3), so the forward difference ``u(n + 1) - u(n)`` is positive below ``n*`` and not
-    above: ``n*`` is the first size where it is not positive. From the initial guess
-    the search gallops (steps 1, 2, 4, ...) in the direction the difference points to
-    until it changes sign, then bisects: O(log n_max) evaluations of ``u`` (each O(n)),
-    wherever the guess is. Where ``u`` is not unimodal numerically, the answer is still a
-    local maximum (the difference is positive just below it and not at it). When ``R``
-    grows too slowly for ``u`` to turn down before ``n_max`` (e.g. a constant ``R``),
-    ``n_max`` is returned: the cap on the search.
+    The relaxation ``g(x) = int_1^x k_T(s R(x))^2 ds`` has a unique maximizer, so from an
+    initial guess the discrete ascent ``n <- n + sign(u(n+1) - u(n))`` stops at ``n*``
+    where the forward difference changes sign (BOLT Sec. 3.3). If the ascent has not
+    settled after ``max_steps`` steps (a far initial guess, or an ``n*`` at the cap), the
+    search gallops from where it is (steps 1, 2, 4, ... in the direction the difference
+    points to) until the difference changes sign, then bisects: O(log n_max) more
+    evaluations of ``u`` (each O(n)) instead of a search of every size. Either way the
+    answer is a local maximum (the difference is positive just below it and not at it),
+    the maximum where ``u`` is unimodal. When ``R`` grows too slowly for ``u`` to turn
+    down before ``n_max`` (e.g. a constant ``R``), ``n_max`` is returned: the cap.
 
     Args:
         response_time: ``R(n)``, non-negative and non-decreasing.
@@ -90,6 +92,7 @@ def max_dataset_size(
         lengthscale_time: ``l_T`` (same time unit as ``R``).
         initial: starting guess (e.g. the previous ``n*``); default 1.
         n_max: largest size considered.
+        max_steps: single ascent steps before the search gallops.
 
     Returns:
         ``n*`` in ``[1, n_max]``.
@@ -112,9 +115,21 @@ def max_dataset_size(
         return n < n_max and u(n + 1) - u(n) > 0
 
     n = int(min(max(initial or 1, 1), n_max))
-    # gallop to a bracket: rises(below) and not rises(above)
+    for _ in range(max_steps):
+        if rises(n):
+            n += 1
+        elif not rises(n - 1):
+            n -= 1
+        else:
+            return n
+    return _gallop_and_bisect(rises, n, n_max)
+
+
+def _gallop_and_bisect(rises: Callable[[int], bool], n: int, n_max: int) -> int:
+    """The first size from which ``rises`` is false, found from ``n`` in O(log n_max) calls
+    (for a ``rises`` that is true below some size and false from it on)."""
     step = 1
-    if rises(n):
+    if rises(n):  # bracket it: rises(below) and not rises(above)
         below, above = n, min(n + step, n_max)
         while rises(above):
             below, step = above, 2 * step
@@ -124,7 +139,6 @@ def max_dataset_size(
         while not rises(below):
             above, step = below, 2 * step
             below = max(above - step, 0)
-    # bisect: the first size that does not rise
     while above - below > 1:
         middle = (below + above) // 2
         if rises(middle):

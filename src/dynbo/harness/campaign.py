@@ -26,6 +26,7 @@ from their start).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -234,12 +235,14 @@ def _seeds(value: Any) -> list[int]:
         and value
         and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in value)
     ):
+        if len(value) > MAX_SEEDS:
+            raise ValueError(f"seeds lists {len(value)} seeds, more than {MAX_SEEDS}")
         seeds = [int(s) for s in value]
-        if len(set(seeds)) != len(seeds):
-            twice = sorted({s for s in seeds if seeds.count(s) > 1})
-            raise ValueError(f"seeds lists {twice[0]} more than once: a seed is one run each")
-        if len(seeds) > MAX_SEEDS:
-            raise ValueError(f"seeds lists {len(seeds)} seeds, more than {MAX_SEEDS}")
+        seen: set[int] = set()
+        for seed in seeds:
+            if seed in seen:
+                raise ValueError(f"seeds lists {seed} more than once: a seed is one run each")
+            seen.add(seed)
         return seeds
     raise ValueError(
         "seeds must be a positive count or a list of integers in [0, 2**63) (what a random "
@@ -292,8 +295,8 @@ def _check_suites_agree(
             given = ", ".join(f"{name}: {value!r}" for name, value in seen.items())
             where = "'seeds'" if key == "seeds" else f"[protocol] {key}"
             raise ValueError(
-                f"the suites differ in {key} ({given}); give {where} to run them together, "
-                "or run them as separate campaigns"
+                f"the suites differ in {key} ({given}); give {where} in a campaign file "
+                "(docs/campaigns.md) to run them together, or run them as separate campaigns"
             )
 
 
@@ -349,13 +352,7 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     if "benchmarks" in config:
         bench_entries = _entries(config["benchmarks"], "benchmarks")
         entry_policy_options = {}
-    elif "horizon" in protocol_section:
-        # the campaign's horizon replaces the suites' own, which some suites give as
-        # their benchmarks' horizon option (the two must agree: see benchmark_options)
-        bench_entries = [
-            (name, {k: v for k, v in options.items() if k != "horizon"}, label)
-            for name, options, label in bench_entries
-        ]
+
     if "policies" in config:
         policy_entries = _entries(config["policies"], "policies")
     if "seeds" in config:
@@ -398,6 +395,10 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
                         label=label,
                     )
                 )
+    if "horizon" in protocol_section and "benchmarks" not in config:
+        # the campaign's horizon replaces the suites' own, which some suites give as
+        # their benchmarks' horizon option and R-GP-UCB's (see with_horizon)
+        specs = [with_horizon(spec, protocol.horizon, add=False) for spec in specs]
     name = config.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty string, got {_short(name)}")
@@ -406,6 +407,38 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
         skipped = []
     return Campaign(
         name=name, specs=tuple(specs), config=dict(config), skipped_policies=tuple(skipped)
+    )
+
+
+def with_horizon(spec: RunSpec, horizon: float, *, add: bool = True) -> RunSpec:
+    """``spec`` run to ``horizon``: the protocol's, the benchmark's ``horizon`` option
+    where the benchmark takes one (it sets the benchmark's time mapping, and the two must
+    agree), and a ``horizon`` policy option (R-GP-UCB's block length ``N = min(T, ..)``).
+
+    With ``add=False`` a benchmark option is replaced only where the spec gives one (the
+    run passes the protocol's horizon to the benchmark anyway: ``benchmark_options``),
+    so that a spec that had none keeps its identity.
+    """
+    from dynbo.benchmarks import options as benchmark_accepted
+
+    def replaced(options: dict[str, Any], may_add: bool) -> dict[str, Any]:
+        old = options.get("horizon")
+        if old is None and not may_add:
+            return options
+        if old is not None and float(old) == float(horizon):
+            return options  # as it was (an int stays an int: the same run identity)
+        return {**options, "horizon": int(horizon) if isinstance(old, int) else horizon}
+
+    accepted = "horizon" in benchmark_accepted(spec.benchmark)
+    bench_options = (
+        replaced(dict(spec.benchmark_options), add) if accepted else dict(spec.benchmark_options)
+    )
+    policy_options = replaced(dict(spec.policy_options), False)
+    return dataclasses.replace(
+        spec,
+        benchmark_options=bench_options,
+        policy_options=policy_options,
+        protocol=dataclasses.replace(spec.protocol, horizon=horizon),
     )
 
 

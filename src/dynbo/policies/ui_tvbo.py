@@ -64,6 +64,9 @@ MAX_STANDARDIZED_NOISE = HYPERPARAMETER_RANGE["noise"][1]
 #: targets: larger walks say nothing more (every pair of times is uncorrelated already)
 #: and, over ``1e12`` time steps, would overflow the kernel's entries.
 MAX_WIENER_VARIANCE = 1e6
+#: smallest lower end of a learned ``sigma_w^2``: its inverse is the time lengthscale the
+#: fit searches, which stays within ``HYPERPARAMETER_RANGE``
+MIN_LEARNED_WIENER_VARIANCE = 1.0 / HYPERPARAMETER_RANGE["lengthscale_time"][1]
 
 #: largest concentration or rate of the Gamma prior on a lengthscale (its log density
 #: must stay finite over the lengthscales a fit searches)
@@ -94,7 +97,7 @@ class UITVBO(Policy):
         learn_wiener_variance: learn ``sigma_w^2`` by marginal likelihood inside
             ``wiener_variance_bounds`` (default ``False``: fixed).
         wiener_variance_bounds: range of a learned ``sigma_w^2`` (default ``(1e-4, 1)``),
-            within ``(0, 1e6]``.
+            within ``[1e-15, 1e6]``.
         time_step: the clock time that counts as one time unit of the random walk
             (default 1: steps), in ``[1e-9, 1e12]``: with times up to ``1e12`` the
             kernel's entries stay finite.
@@ -160,6 +163,12 @@ class UITVBO(Policy):
             wiener_variance_bounds,
             lambda name, value: _at_most(name, value, MAX_WIENER_VARIANCE),
         )
+        if self.wiener_variance_bounds[0] < MIN_LEARNED_WIENER_VARIANCE:
+            raise ValueError(
+                f"wiener_variance_bounds must start at {MIN_LEARNED_WIENER_VARIANCE:g} or "
+                f"above (the fit searches 1 / sigma_w^2 as a time lengthscale, at most "
+                f"{HYPERPARAMETER_RANGE['lengthscale_time'][1]:g}), got {wiener_variance_bounds!r}"
+            )
         self.time_step = check_time_step("time_step", time_step)
         if lengthscale_prior is not None:
             if not isinstance(lengthscale_prior, (list, tuple)) or len(lengthscale_prior) != 2:

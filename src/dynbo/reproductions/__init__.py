@@ -24,7 +24,6 @@ R-GP-UCB's block length in the within-model experiments).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import sys
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from dynbo.harness.campaign import Campaign, build_campaign
+from dynbo.harness.campaign import Campaign, build_campaign, with_horizon
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -188,7 +187,7 @@ def campaign_for(name: str, seeds: int | None = None, horizon: float | None = No
         return campaign
     # The suites put T on each benchmark (it defines the benchmark's time mapping), and
     # a protocol horizon that disagrees with it is an error; so T replaces it there.
-    specs = tuple(_with_horizon(spec, float(horizon)) for spec in campaign.specs)
+    specs = tuple(with_horizon(spec, float(horizon)) for spec in campaign.specs)
     recorded = copy.deepcopy(config)
     recorded.setdefault("protocol", {})["horizon"] = horizon
     return Campaign(
@@ -196,24 +195,6 @@ def campaign_for(name: str, seeds: int | None = None, horizon: float | None = No
         specs=specs,
         config=recorded,
         skipped_policies=campaign.skipped_policies,
-    )
-
-
-def _with_horizon(spec: Any, horizon: float) -> Any:
-    from dynbo.benchmarks import options as benchmark_options
-
-    bench_options = dict(spec.benchmark_options)
-    if "horizon" in benchmark_options(spec.benchmark):
-        bench_options["horizon"] = horizon
-    policy_options = dict(spec.policy_options)
-    if "horizon" in policy_options:  # R-GP-UCB's block length N(eps) = min(T, ...)
-        old = policy_options["horizon"]
-        policy_options["horizon"] = int(horizon) if isinstance(old, int) else horizon
-    return dataclasses.replace(
-        spec,
-        benchmark_options=bench_options,
-        policy_options=policy_options,
-        protocol=dataclasses.replace(spec.protocol, horizon=horizon),
     )
 
 

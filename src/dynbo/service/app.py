@@ -591,13 +591,18 @@ def check_token(token: str | None) -> None:
     not empty, no whitespace at either end (HTTP strips it), no control character."""
     if token is None:
         return
-    if not isinstance(token, str) or not token or token != token.strip():
+    # HTTP strips spaces and tabs from a header's ends (RFC 9110 5.5), no other space
+    if not isinstance(token, str) or not token or token != token.strip(" \t"):
         raise ValueError(
-            "the token must be a non-empty string without whitespace at either end "
-            "(HTTP strips it from the header, so it could never match)"
+            "the token must be a non-empty string without spaces or tabs at either end "
+            "(HTTP strips them from the header, so it could never match)"
         )
     if any(unicodedata.category(c) == "Cc" for c in token):
         raise ValueError("the token must not contain control characters (a header cannot)")
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the token must be valid Unicode text (it is sent as UTF-8)") from None
 
 
 def _url_host(host: str) -> str:
