@@ -271,6 +271,16 @@ def test_labels_with_dollar_signs_are_text_in_figures_and_animations(tmp_path):
     assert "cost $\\bogus$" in page.read_text()
 
 
+def test_only_the_labels_are_escaped_not_the_axes_math():
+    import matplotlib
+
+    from dynbo.report.figures import literal
+
+    assert literal("cost $x$ & more") == r"cost \$x\$ & more"
+    # the axes' own tick labels (log-scale exponents) stay mathtext
+    assert matplotlib.rcParams["text.parse_math"] is True
+
+
 def test_a_new_report_removes_the_previous_reports_files_and_nothing_else(tmp_path):
     from dynbo.report.html import write_report
 

@@ -26,7 +26,7 @@ import numpy as np
 from dynbo.harness.campaign import DEFAULT_RESPONSE_TIME
 from dynbo.harness.clocks import load_calibration
 from dynbo.harness.loop import RunSpec, benchmark_options, execute
-from dynbo.report.figures import literal_text
+from dynbo.report.figures import literal
 
 __all__ = ["run_animation"]
 
@@ -121,7 +121,6 @@ def run_animation(
     )
 
 
-@literal_text
 def _draw(
     shots: list[dict[str, Any]],
     seen_t: np.ndarray,
@@ -158,7 +157,7 @@ def _draw(
     now = ax.axvline(shots[0]["s"], color="white", lw=1.0, ls="--")
     ax.set_xlabel("time t")
     ax.set_ylabel("x")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(literal(title), fontsize=9)
     ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
 

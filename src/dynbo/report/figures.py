@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -16,23 +14,13 @@ __all__ = ["dataset_size_figure", "overall_figure", "regret_figure"]
 #: points of the common time grid the per-seed curves are interpolated on
 GRID_POINTS = 200
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
-
-def literal_text(draw: Callable[P, R]) -> Callable[P, R]:
-    """Run ``draw`` with matplotlib's mathtext off: the texts it writes hold the labels a
-    campaign gave (benchmarks, policies, options), where ``$`` is a dollar sign and
-    ``cost $x$`` must not be parsed as math (an unknown symbol fails the whole figure)."""
-
-    @functools.wraps(draw)
-    def literal(*args: P.args, **kwargs: P.kwargs) -> R:
-        import matplotlib
-
-        with matplotlib.rc_context({"text.parse_math": False}):
-            return draw(*args, **kwargs)
-
-    return literal
+def literal(text: str) -> str:
+    """A label a campaign gave (benchmark, policy variant, title) as matplotlib text: a
+    ``$`` is a dollar sign, not the start of math (``cost $x$`` must not be parsed, and an
+    unknown symbol would fail the whole figure). Only these texts are escaped: the
+    axes' own tick labels are mathtext (log-scale exponents)."""
+    return str(text).replace("$", r"\$")
 
 
 def _pyplot():  # noqa: ANN202 - the matplotlib.pyplot module
@@ -69,7 +57,8 @@ def _legend(fig, colors: dict[str, str]) -> None:  # noqa: ANN001 - a matplotlib
 
     handles = [Line2D([], [], color=c, lw=2) for c in colors.values()]
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(handles, list(colors), loc="lower center", ncol=min(len(colors), 6), fontsize=8)
+    labels = [literal(c) for c in colors]
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(colors), 6), fontsize=8)
 
 
 def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
@@ -80,7 +69,6 @@ def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
     return out
 
 
-@literal_text
 def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | None = None) -> Path:
     """Average regret ``R_k / k`` against time, mean +- standard error over seeds.
 
@@ -131,16 +119,15 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
             se = np.where(counts > 1, spread / np.sqrt(np.maximum(counts, 1)), 0.0)
             ax.plot(grid, mean, color=color, lw=1.3)
             ax.fill_between(grid, mean - se, mean + se, color=color, alpha=0.2)
-        ax.set_title(bench)
+        ax.set_title(literal(bench))
         ax.set_xlabel("time t")
     axes[0, 0].set_ylabel("average regret R_k / k")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(literal(title))
     _legend(fig, colors)
     return _save(fig, path)
 
 
-@literal_text
 def overall_figure(table, path: str | Path, *, title: str | None = None) -> Path:  # noqa: ANN001
     """The OVERALL row of a :class:`~dynbo.report.tables.Table` as bars with +- se.
 
@@ -163,15 +150,14 @@ def overall_figure(table, path: str | Path, *, title: str | None = None) -> Path
     for bar, cell in zip(bars, cells):
         if cell.bold:
             bar.set_hatch("//")
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_xticks(range(len(names)), [literal(n) for n in names], rotation=30, ha="right")
     ax.set_ylabel("normalized score (lower is better)")
     if title:
-        ax.set_title(title)
+        ax.set_title(literal(title))
     fig.tight_layout()
     return _save(fig, path)
 
 
-@literal_text
 def dataset_size_figure(
     iterations: pd.DataFrame, path: str | Path, *, title: str | None = None
 ) -> Path:
@@ -208,7 +194,7 @@ def dataset_size_figure(
             axes[0, column].plot(rows["t"], rows["dataset_size"], color=color, lw=1.2)
             if timed:
                 axes[1, column].plot(rows["t"], rows["response_time"], color=color, lw=1.2)
-        axes[0, column].set_title(bench)
+        axes[0, column].set_title(literal(bench))
         axes[-1, column].set_xlabel("time t")
         if timed:
             axes[1, column].set_yscale("log")
@@ -216,6 +202,6 @@ def dataset_size_figure(
     if timed:
         axes[1, 0].set_ylabel("response time (s)")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(literal(title))
     _legend(fig, colors)
     return _save(fig, path)
