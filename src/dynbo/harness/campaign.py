@@ -421,19 +421,17 @@ def with_horizon(spec: RunSpec, horizon: float, *, add: bool = True) -> RunSpec:
     """
     from dynbo.benchmarks import options as benchmark_accepted
 
-    def replaced(options: dict[str, Any], may_add: bool) -> dict[str, Any]:
-        old = options.get("horizon")
-        if old is None and not may_add:
-            return options
-        if old is not None and float(old) == float(horizon):
-            return options  # as it was (an int stays an int: the same run identity)
-        return {**options, "horizon": int(horizon) if isinstance(old, int) else horizon}
-
-    accepted = "horizon" in benchmark_accepted(spec.benchmark)
-    bench_options = (
-        replaced(dict(spec.benchmark_options), add) if accepted else dict(spec.benchmark_options)
-    )
-    policy_options = replaced(dict(spec.policy_options), False)
+    bench_options = dict(spec.benchmark_options)
+    if "horizon" in benchmark_accepted(spec.benchmark):
+        old = bench_options.get("horizon")
+        if add:
+            bench_options["horizon"] = horizon
+        elif old is not None and float(old) != float(horizon):
+            bench_options["horizon"] = int(horizon) if isinstance(old, int) else horizon
+    policy_options = dict(spec.policy_options)
+    if "horizon" in policy_options:  # an int stays an int: an equal value keeps the run id
+        old = policy_options["horizon"]
+        policy_options["horizon"] = int(horizon) if isinstance(old, int) else horizon
     return dataclasses.replace(
         spec,
         benchmark_options=bench_options,
