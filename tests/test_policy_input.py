@@ -368,7 +368,7 @@ def test_old_observations_of_w_sparq_weigh_nothing_without_overflowing():
 @pytest.mark.parametrize(
     "options,message",
     [
-        ({"lengthscale_prior": (1e308, 1.0)}, r"lengthscale_prior\[0\] must be <="),
+        ({"lengthscale_prior": (1e308, 1.0)}, r"lengthscale_prior\[0\] must be at most"),
         ({"binning": 10**400}, "binning must be at most"),
         ({"epsilon_bounds": (1e-300, 0.5)}, "epsilon_bounds must start at"),
         ({"time_step": 1e-308}, "time_step must be in"),

@@ -76,19 +76,16 @@ def check_store_file(path: Path, *, kind: str, schema: str, version_key: str, ve
         found = _columns(conn)
         if not found:
             return
-        if "meta" in found:
-            # a store of another version first: its columns may differ from this one's
-            try:
-                row = conn.execute(
-                    "SELECT value FROM meta WHERE key = ?", (version_key,)
-                ).fetchone()
-            except sqlite3.Error:
-                row = None
-            if row is not None and row[0] != str(version):
-                raise ValueError(
-                    f"{path} is not a dynbo {kind} this version reads "
-                    f"(its {version_key} is {row[0]!r}, expected {version})"
-                )
+        try:  # read once: any table named meta, whatever its columns
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (version_key,)).fetchone()
+        except sqlite3.Error:
+            row = None
+        # a store of another version first: its columns may differ from this one's
+        if row is not None and row[0] != str(version):
+            raise ValueError(
+                f"{path} is not a dynbo {kind} this version reads "
+                f"(its {version_key} is {row[0]!r}, expected {version})"
+            )
         expected = schema_columns(schema)
         foreign = sorted(name for name, columns in found.items() if expected.get(name) != columns)
         if foreign:
@@ -97,10 +94,6 @@ def check_store_file(path: Path, *, kind: str, schema: str, version_key: str, ve
                 f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); "
                 "choose another file"
             )
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (version_key,)).fetchone()
-        except sqlite3.Error:
-            row = None
         if row is None:
             raise ValueError(
                 f"{path} is not a dynbo {kind}: it has no {version_key} entry; choose another file"

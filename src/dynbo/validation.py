@@ -119,6 +119,24 @@ def positive_number(name: str, value: Any) -> float:
     return out
 
 
+def at_most(
+    name: str,
+    value: Any,
+    limit: float,
+    convert: Callable[[str, Any], float] = positive_number,
+) -> Any:
+    """``convert(name, value)`` (default: a positive number) no larger than ``limit``.
+
+    For options whose larger values would overflow or exhaust memory later (at a
+    ``suggest``), refused when given instead.
+    """
+    out = convert(name, value)
+    if out > limit:
+        shown_limit = limit if isinstance(limit, int) else f"{limit:g}"
+        raise ValueError(f"{name} must be at most {shown_limit}, got {shown_number(value)}")
+    return out
+
+
 def ordered_pair(
     name: str, value: Any, element: Callable[[str, Any], float] = finite_number
 ) -> tuple[float, float]:

@@ -62,6 +62,7 @@ from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import capture_state, check_state, restore_state
 from dynbo.validation import (
     MAX_ABS_TIME,
+    at_most,
     boolean,
     finite_number,
     max_abs_target,
@@ -69,7 +70,6 @@ from dynbo.validation import (
     plain_value,
     positive_int,
     real_array,
-    shown_number,
     usable_device,
 )
 
@@ -311,25 +311,21 @@ class Policy(ABC):
         self.seed = int(seed)
         self.device = usable_device(device)
         self.beta_schedule = make_beta_schedule(beta)
-        search = {}
-        for option, field_name, value in (
-            ("raw_samples", "raw_samples", raw_samples),
-            ("restarts", "restarts", restarts),
-            ("acquisition_iterations", "max_iterations", acquisition_iterations),
-        ):
-            search[field_name] = positive_int(option, value)
-            if search[field_name] > SEARCH_LIMITS[field_name]:
-                raise ValueError(
-                    f"{option} must be at most {SEARCH_LIMITS[field_name]}, got "
-                    f"{shown_number(value)}"
-                )
-        self.search = BoxSearch(**search)
-        self.fit_iterations = positive_int("fit_iterations", fit_iterations)
-        if self.fit_iterations > SEARCH_LIMITS["max_iterations"]:
-            limit = SEARCH_LIMITS["max_iterations"]
-            raise ValueError(
-                f"fit_iterations must be at most {limit}, got {shown_number(fit_iterations)}"
-            )
+        self.search = BoxSearch(
+            raw_samples=at_most(
+                "raw_samples", raw_samples, SEARCH_LIMITS["raw_samples"], positive_int
+            ),
+            restarts=at_most("restarts", restarts, SEARCH_LIMITS["restarts"], positive_int),
+            max_iterations=at_most(
+                "acquisition_iterations",
+                acquisition_iterations,
+                SEARCH_LIMITS["max_iterations"],
+                positive_int,
+            ),
+        )
+        self.fit_iterations = at_most(
+            "fit_iterations", fit_iterations, SEARCH_LIMITS["max_iterations"], positive_int
+        )
         self.min_fit_size = positive_int(
             "min_fit_size",
             type(self).default_min_fit_size if min_fit_size is None else min_fit_size,

@@ -27,7 +27,7 @@ from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.theory import max_dataset_size
-from dynbo.validation import boolean, count, optional_number, positive_int, shown_number
+from dynbo.validation import at_most, boolean, count, optional_number, positive_int
 
 __all__ = ["BOLT"]
 
@@ -79,11 +79,7 @@ class BOLT(Policy):
                 f"min_response_points must be >= 4 (a cubic has 4 coefficients), "
                 f"got {min_response_points!r}"
             )
-        self.max_size = positive_int("max_size", max_size)
-        if self.max_size > MAX_SIZE_CAP:
-            raise ValueError(
-                f"max_size must be at most {MAX_SIZE_CAP}, got {shown_number(max_size)}"
-            )
+        self.max_size = at_most("max_size", max_size, MAX_SIZE_CAP, positive_int)
         self.min_dataset_size = positive_int("min_dataset_size", min_dataset_size)
         self.remove_until_cap = boolean("remove_until_cap", remove_until_cap)
         self.paper_compat = boolean("paper_compat", paper_compat)

@@ -42,13 +42,12 @@ from dynbo.acquisition.ucb import UpperConfidenceBound
 from dynbo.models.kernel import HYPERPARAMETER_RANGE, HyperparameterBounds, Hyperparameters
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.validation import (
+    at_most,
     boolean,
     finite_number,
     optional_number,
     ordered_pair,
     positive_int,
-    positive_number,
-    shown_number,
 )
 from dynbo.validation import time_step as check_time_step
 
@@ -74,14 +73,6 @@ MAX_PRIOR_PARAMETER = 1e6
 
 #: most cells per dimension of the data-selection grid
 MAX_BINNING = 10_000
-
-
-def _at_most(name: str, value: Any, limit: float) -> float:
-    """A positive number no larger than ``limit`` (``ValueError`` naming ``name``)."""
-    out = positive_number(name, value)
-    if out > limit:
-        raise ValueError(f"{name} must be <= {limit:g}, got {value!r}")
-    return out
 
 
 @register
@@ -156,12 +147,12 @@ class UITVBO(Policy):
         self.noise_variance = finite_number("noise_variance", noise_variance)
         if self.noise_variance < 0:
             raise ValueError(f"noise_variance must be >= 0, got {noise_variance!r}")
-        self.wiener_variance = _at_most("wiener_variance", wiener_variance, MAX_WIENER_VARIANCE)
+        self.wiener_variance = at_most("wiener_variance", wiener_variance, MAX_WIENER_VARIANCE)
         self.learn_wiener_variance = boolean("learn_wiener_variance", learn_wiener_variance)
         self.wiener_variance_bounds = ordered_pair(
             "wiener_variance_bounds",
             wiener_variance_bounds,
-            lambda name, value: _at_most(name, value, MAX_WIENER_VARIANCE),
+            lambda name, value: at_most(name, value, MAX_WIENER_VARIANCE),
         )
         if self.wiener_variance_bounds[0] < MIN_LEARNED_WIENER_VARIANCE:
             raise ValueError(
@@ -177,19 +168,16 @@ class UITVBO(Policy):
                     f"got {lengthscale_prior!r}"
                 )
             lengthscale_prior = (
-                _at_most("lengthscale_prior[0]", lengthscale_prior[0], MAX_PRIOR_PARAMETER),
-                _at_most("lengthscale_prior[1]", lengthscale_prior[1], MAX_PRIOR_PARAMETER),
+                at_most("lengthscale_prior[0]", lengthscale_prior[0], MAX_PRIOR_PARAMETER),
+                at_most("lengthscale_prior[1]", lengthscale_prior[1], MAX_PRIOR_PARAMETER),
             )
         self.lengthscale_prior = lengthscale_prior
         if goal not in GOALS:
             raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
         self.goal = goal
-        self.binning = None if binning is None else positive_int("binning", binning)
-        if self.binning is not None and self.binning > MAX_BINNING:
-            raise ValueError(
-                f"binning must be at most {MAX_BINNING} cells per dimension, got "
-                f"{shown_number(binning)}"
-            )
+        self.binning = (
+            None if binning is None else at_most("binning", binning, MAX_BINNING, positive_int)
+        )
         if binning_recent is not None and binning is None:
             raise ValueError("binning_recent applies to binning, which is off (binning=None)")
         self.binning_recent = positive_int(
