@@ -79,15 +79,23 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 800])
+def state_arguments(description: str, sizes: list[int], states: int) -> argparse.ArgumentParser:
+    """The command line of the scripts that run policies on data states: sizes, policies,
+    dimension, number of states, threads and the first state's seed (shared with
+    ``acquisition_pruning.py``)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sizes", type=int, nargs="+", default=sizes)
     parser.add_argument("--policies", nargs="+", default=None)
     parser.add_argument("--dim", type=int, default=2)
-    parser.add_argument("--states", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--states", type=int, default=states)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main() -> None:
+    parser = state_arguments(__doc__.splitlines()[0], [50, 200, 800], 5)
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()

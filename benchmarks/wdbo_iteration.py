@@ -76,17 +76,15 @@ def machine_record(threads: int, load_before: tuple[float, ...]) -> dict[str, ob
     }
 
 
-def measure(
-    n: int,
-    dim: int,
-    repeats: int,
-    seed: int,
-    policy_name: str = "wdbo",
-    options: dict | None = None,
-) -> dict[str, float]:
-    """Median seconds of one iteration entering with ``n + 2`` observations (the split too).
+def prepared_state(
+    n: int, dim: int, seed: int, policy_name: str = "wdbo", options: dict | None = None
+) -> dict:
+    """The state of a policy that observed ``n`` drifting points and ran two iterations.
 
-    Shared with ``policy_speed.py``: ``policy_name`` and ``options`` choose the policy.
+    ``n`` points of :func:`objective` at uniform times in [0, 600] s (noise sd 0.05), then
+    two untimed iterations at 600 s and 601 s (the cold first fit, then one that grows
+    W-DBO's removal budget): the next iteration, at 602 s, enters with ``n + 2``
+    observations. Shared with ``policy_speed.py`` and ``acquisition_pruning.py``.
     """
     rng = np.random.default_rng(seed)
     policy = make(
@@ -104,8 +102,23 @@ def measure(
     for t in (600.0, 601.0):
         query = policy.suggest(t)
         policy.observe(query.x, t + 0.5, objective(query.x, t + 0.5))
-    state = policy.state_dict()
-    size = policy.dataset_size
+    return policy.state_dict()
+
+
+def measure(
+    n: int,
+    dim: int,
+    repeats: int,
+    seed: int,
+    policy_name: str = "wdbo",
+    options: dict | None = None,
+) -> dict[str, float]:
+    """Median seconds of one iteration entering with ``n + 2`` observations (the split too).
+
+    Shared with ``policy_speed.py``: ``policy_name`` and ``options`` choose the policy.
+    """
+    state = prepared_state(n, dim, seed, policy_name, options)
+    size = Policy.from_state_dict(state).dataset_size
     rows = []
     for _ in range(repeats + 1):
         # every repeat starts from the same state (exact round trip): same n, same budget

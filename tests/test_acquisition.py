@@ -161,3 +161,72 @@ def test_each_start_is_its_own_l_bfgs_b_problem(monkeypatch):
     point = x_per.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(bumps(point.reshape(1, -1)).sum(), point)
     assert float(grad.abs().max()) < 1e-4
+
+
+def test_trailing_start_stops_exactly_when_its_pace_cannot_reach_the_best():
+    """The pruning rule on hand-set numbers: ``v + (T - j) * pace < v_best``."""
+    from types import SimpleNamespace
+
+    from dynbo.acquisition.optimize import PRUNE_WINDOW, TrailingStarts
+
+    assert PRUNE_WINDOW == 3
+    trailing = TrailingStarts(starts=2, max_iterations=10, best_value=1.0)
+    a, b = np.array([0.1, 0.1]), np.array([0.5, 0.5])
+    # first evaluation of both starts (iteration 0; negated values, as L-BFGS-B minimizes)
+    trailing.evaluated(np.stack([a, b]), np.array([-0.5, -0.9]), [0, 1])
+
+    def step(i, point, value):
+        trailing.evaluated(point[None, :], np.array([-value]), [i])
+        trailing.iteration(SimpleNamespace(x=point.copy(), fun=-value))
+
+    # start 0: 0.5 -> 0.6 -> 0.62 -> 0.63; after 3 iterations the pace is 0.1 and
+    # 0.63 + (10 - 3) * 0.1 = 1.33 >= 1.0: it goes on
+    for k, value in enumerate((0.6, 0.62, 0.63)):
+        step(0, a + 0.01 * (k + 1), value)
+    assert trailing.values[0] == [0.5, 0.6, 0.62, 0.63] and not trailing.pruned
+    # 0.635: the pace over the last 3 iterations is 0.02 and 0.635 + 6 * 0.02 = 0.755 < 1
+    with pytest.raises(StopIteration):
+        step(0, a + 0.05, 0.635)
+    assert trailing.pruned == {0}
+    # start 1 leads once it passes the best raw value, and the best start never stops,
+    # however slowly it moves: 1.5, 1.5001, 1.5002, 1.5003, ...
+    for k in range(6):
+        step(1, b + 0.01 * (k + 1), 1.5 + 1e-4 * k)
+    assert trailing.best_value == pytest.approx(1.5005) and trailing.pruned == {0}
+    # a point no start evaluated identifies nothing and prunes nothing
+    trailing.iteration(SimpleNamespace(x=np.array([0.9, 0.9]), fun=-0.1))
+    assert trailing.pruned == {0}
+
+
+def test_pruning_trailing_starts_keeps_the_maximum_and_saves_calls():
+    """A narrow peak (max 3.1105) and Rosenbrock's curved valley (max 0), which L-BFGS-B
+    climbs slowly: the starts in the valley stop early, the peak's start does not."""
+
+    def peak_and_valley(x):
+        u, v = 4 * x[..., 0] - 2, 4 * x[..., 1] - 1
+        rosenbrock = (1 - u) ** 2 + 100 * (v - u * u) ** 2
+        peak = 10 * torch.exp(-((x - torch.tensor([0.9, 0.1], dtype=x.dtype)) ** 2).sum(-1) / 0.01)
+        return peak - torch.log1p(rosenbrock)
+
+    def run(prune, seed):
+        record = {}
+        x, value = maximize_on_box(
+            peak_and_valley,
+            2,
+            search=BoxSearch(256, 8, prune_trailing=prune),
+            generator=torch.Generator().manual_seed(seed),
+            record=record,
+        )
+        return x, value, record["evaluations"]
+
+    for seed in range(3):
+        x_full, v_full, calls_full = run(False, seed)
+        x_pruned, v_pruned, calls_pruned = run(True, seed)
+        assert v_full == pytest.approx(3.1104816555, abs=1e-9)
+        assert torch.equal(x_pruned, x_full) and v_pruned == v_full
+        assert calls_pruned < calls_full
+
+
+def test_box_search_checks_prune_trailing():
+    with pytest.raises(ValueError, match="prune_trailing"):
+        BoxSearch(prune_trailing="yes")

@@ -13,6 +13,12 @@ the fallback when that port is unavailable (SciPy outside the versions BoTorch s
 there one shared curvature model serves starts of different curvature, and every start
 runs until the sum converges, which on a rugged acquisition (a spatial GP with a short
 lengthscale) took ten times as many steps (``docs/results.md``).
+
+Only the best start's end point is used, so a start that trails the best value found so
+far by more than its own recent pace could make up in the iterations it has left stops
+there (:class:`BoxSearch` ``prune_trailing``): on the rugged UCB of a spatial GP, starts
+far below the best crawled along ridges for tens of steps and set the number of batched
+calls (``docs/results.md`` measures how rarely the chosen point changes).
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ AcquisitionFn = Callable[[torch.Tensor], torch.Tensor]
 SEARCH_LIMITS = {"raw_samples": 2**20, "restarts": 4096, "max_iterations": 10**6}
 #: raw samples evaluated per acquisition call (bounds the memory of one call)
 RAW_CHUNK = 8192
+#: iterations a start runs before it may be pruned, and over which its pace is taken
+#: (the largest improvement of one iteration among its last ``PRUNE_WINDOW``)
+PRUNE_WINDOW = 3
 
 
 @dataclass(frozen=True)
@@ -63,12 +72,21 @@ class BoxSearch:
             on the rugged UCB of a spatial GP with a short lengthscale SciPy's default
             spent most steps crawling along ridges: at ``n = 200``, BR-GP-UCB's 170
             evaluations became 75 with the same maximum (``docs/results.md``).
+        prune_trailing: stop a start once it has run ``PRUNE_WINDOW`` iterations and its
+            value plus its largest improvement per iteration over the last
+            ``PRUNE_WINDOW`` iterations, times the iterations it has left, stays below
+            the best value any start (or raw sample) has reached. The best start is never
+            stopped, so the value returned can only differ from the unpruned search's where
+            a trailing start would have sped up past its recent pace and overtaken it
+            (measured in ``benchmarks/acquisition_pruning.py``); ``False`` runs every start
+            to its own stopping test. Only the per-start search prunes (not the fallback).
     """
 
     raw_samples: int = 512
     restarts: int = 10
     max_iterations: int = 200
     tolerance: float = 1e-7
+    prune_trailing: bool = True
 
     def __post_init__(self) -> None:
         for name in ("raw_samples", "restarts", "max_iterations"):
@@ -82,6 +100,8 @@ class BoxSearch:
                 )
         if not 0.0 < self.tolerance < 1.0:
             raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance!r}")
+        if not isinstance(self.prune_trailing, bool):
+            raise ValueError(f"prune_trailing must be a bool, got {self.prune_trailing!r}")
 
 
 def maximize_on_box(
@@ -132,7 +152,12 @@ def maximize_on_box(
     batched = _batched_lbfgs_b()
     if batched is not None:
         final, evaluations, iterations = _maximize_per_start(
-            acquisition, starts, search.max_iterations, search.tolerance, batched
+            acquisition,
+            starts,
+            search.max_iterations,
+            search.tolerance,
+            batched,
+            best_raw_value if search.prune_trailing else None,
         )
         if record is not None:
             record.update(evaluations=evaluations, iterations=iterations)
@@ -207,8 +232,14 @@ def _maximize_per_start(
     max_iterations: int,
     tolerance: float,
     batched: Callable[..., Any],
+    prune_below: float | None = None,
 ) -> tuple[torch.Tensor, int, int]:
     """Run one L-BFGS-B problem per start, evaluating the unconverged starts together.
+
+    Args:
+        prune_below: ``None`` runs every start to its own stopping test; a value (the
+            best raw sample's) turns on :class:`TrailingStarts` with it as the first
+            best value.
 
     Returns:
         ``(final, evaluations, iterations)``: ``(k, dim)`` end points, the number of
@@ -216,13 +247,17 @@ def _maximize_per_start(
     """
     k, dim = starts.shape
     calls = 0
+    trailing = None if prune_below is None else TrailingStarts(k, max_iterations, prune_below)
 
     def objective(flat: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
         nonlocal calls
         calls += 1
         x = torch.as_tensor(flat, dtype=starts.dtype, device=starts.device).reshape(-1, dim)
         values, grad = values_and_gradients(acquisition, x)
-        return -values.cpu().numpy().astype(float), -grad.cpu().numpy().astype(float)
+        negative = -values.cpu().numpy().astype(float)
+        if trailing is not None:
+            trailing.evaluated(flat, negative, batch_indices)
+        return negative, -grad.cpu().numpy().astype(float)
 
     xs, _, results = batched(
         func=objective,
@@ -232,10 +267,84 @@ def _maximize_per_start(
         factr=None,
         ftol=tolerance,
         pass_batch_indices=True,
+        callback=None if trailing is None else trailing.iteration,
     )
     final = torch.as_tensor(np.asarray(xs), dtype=starts.dtype, device=starts.device)
     iterations = max(int(r.nit) for r in results)
     return final.reshape(k, dim).clamp(0.0, 1.0), calls, iterations
+
+
+class TrailingStarts:
+    """Which starts of a per-start L-BFGS-B search can no longer matter (``prune_trailing``).
+
+    The search calls :meth:`evaluated` with every batch it evaluates and :meth:`iteration`
+    after each accepted L-BFGS-B iteration of a start (SciPy's callback; raising
+    ``StopIteration`` there ends that start at its current point). A start ``i`` with
+    values ``v_i^0 <= ... <= v_i^j`` after ``j >= PRUNE_WINDOW`` iterations stops when
+
+        ``v_i^j + (max_iterations - j) * max_{j - PRUNE_WINDOW < l <= j} (v_i^l - v_i^{l-1})
+        < v_best``,
+
+    ``v_best`` the largest value any start has accepted or the best raw sample: at its
+    recent pace it could not reach a value already in hand in the iterations it has left.
+    Values are the acquisition's (maximized); the best start never stops this way.
+
+    Args:
+        starts: number of starts ``k``.
+        max_iterations: the per-start iteration cap.
+        best_value: the best raw sample's value (``v_best`` before any iteration).
+    """
+
+    def __init__(self, starts: int, max_iterations: int, best_value: float) -> None:
+        self.max_iterations = max_iterations
+        self.best_value = best_value
+        self.values: list[list[float]] = [[] for _ in range(starts)]
+        self._last_points: list[np.ndarray | None] = [None] * starts
+        self._last_values = np.full(starts, -math.inf)
+        # evaluated since its last accepted iteration (tells identical starts apart)
+        self._pending = np.zeros(starts, dtype=bool)
+        self.pruned: set[int] = set()
+
+    def evaluated(
+        self, points: np.ndarray, negative_values: np.ndarray, indices: list[int]
+    ) -> None:
+        """Record a batch: ``(b, dim)`` points, their ``(b,)`` negated values, start indices."""
+        for row, i in enumerate(indices):
+            self._last_points[i] = np.array(points[row], dtype=float)
+            self._last_values[i] = -float(negative_values[row])
+            self._pending[i] = True
+            if not self.values[i]:  # the start's own value: iteration 0
+                self.values[i].append(self._last_values[i])
+
+    def iteration(self, intermediate_result: Any) -> None:
+        """SciPy's per-iteration callback (that parameter name is how it passes the result).
+
+        L-BFGS-B accepts the last point it evaluated, so the start is the one whose last
+        evaluated point equals ``intermediate_result.x``.
+        """
+        x = np.asarray(intermediate_result.x, dtype=float)
+        i = next(
+            (
+                j
+                for j, last in enumerate(self._last_points)
+                if self._pending[j] and last is not None and np.array_equal(last, x)
+            ),
+            None,
+        )
+        if i is None:  # not a point this search evaluated: prune nothing
+            return
+        self._pending[i] = False
+        values = self.values[i]
+        values.append(self._last_values[i])
+        self.best_value = max(self.best_value, values[-1])
+        done = len(values) - 1
+        if done < PRUNE_WINDOW:
+            return
+        pace = max(values[-l] - values[-l - 1] for l in range(1, PRUNE_WINDOW + 1))
+        reachable = values[-1] + max(self.max_iterations - done, 0) * max(pace, 0.0)
+        if reachable < self.best_value:
+            self.pruned.add(i)
+            raise StopIteration
 
 
 def maximize_on_candidates(

@@ -20,7 +20,6 @@ time).
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -151,13 +150,29 @@ class TVGPUCB(Policy):
         return priors
 
     def _initial_hyperparameters(self, times: torch.Tensor | None) -> Hyperparameters:
+        """The base's fresh values with ``l_T`` from ``eps``: given, or the elapsed steps.
+
+        A learned ``eps`` starts where the base class starts ``l_T`` (the problem's time
+        scale, a start inside the smooth basin from which the fit shortens ``l_T`` as the
+        data demand), in this model's unit: ``l_T`` = the steps the data span (at least
+        one), inside ``epsilon_bounds``. That is ``eps = 1 - exp(-2 / steps)``, 0.039
+        after 51 observations.
+        """
         h = super()._initial_hyperparameters(times)
-        epsilon = (
-            self.epsilon
-            if self.epsilon is not None
-            else math.sqrt(self.epsilon_bounds[0] * self.epsilon_bounds[1])
-        )
-        return replace(h, lengthscale_time=markov_lengthscale(epsilon))
+        if self.epsilon is not None:
+            return replace(h, lengthscale_time=markov_lengthscale(self.epsilon))
+        low, high = self.epsilon_bounds
+        steps = min(max(self._elapsed_steps(), markov_lengthscale(high)), markov_lengthscale(low))
+        return replace(h, lengthscale_time=steps)
+
+    def _elapsed_steps(self) -> float:
+        """How many steps of the temporal factor the data span (at least 1)."""
+        if self.time_index == "observation":
+            # indices 1, ..., count (the base class asks before __init__ sets the count)
+            return float(max(getattr(self, "_count", 0) - 1, 1))
+        if self.dataset_size < 2:
+            return 1.0
+        return max(float(self._t.max() - self._t.min()) / self.time_step, 1.0)
 
     def _clean(self, t: float, diag: Diagnostics) -> None:
         diag.extra["epsilon"] = self.current_epsilon
