@@ -224,8 +224,41 @@ def test_tv_gp_ucb_learns_epsilon_and_validates():
             make("tv-gp-ucb", bounds=[[0], [1]], **bad)
     with pytest.raises(ValueError, match="temporal_kernel"):
         make("tv-gp-ucb", bounds=[[0], [1]], temporal_kernel="se")
+    # its own factor is accepted in any case, as kernel names are elsewhere
+    assert make("tv-gp-ucb", bounds=[[0], [1]], temporal_kernel="MATERN12").kernel.temporal == (
+        "matern12"
+    )
+    assert make(
+        "ui-tvbo", bounds=[[0], [1]], noise_variance=0.1, temporal_kernel="Wiener"
+    ).kernel.uses_time
     with pytest.raises(ValueError, match="time_index"):
         make("tv-gp-ucb", bounds=[[0], [1]], time_index="wall")
+
+
+def test_tv_gp_ucb_fresh_fit_start_is_the_elapsed_steps():
+    """A learned eps starts (each fit's second start) at l_T = the steps the data span."""
+    p = make("tv-gp-ucb", bounds=[[0], [1]], seed=0)
+    assert p._initial_hyperparameters(None).lengthscale_time == 1.0  # no data: one step
+    for i in range(11):
+        p.observe([0.05 * i], 3.0 * i, float(i))
+    # indices 1..11 span 10 steps: eps = 1 - exp(-2 / 10)
+    assert p._initial_hyperparameters(None).lengthscale_time == 10.0
+    clock = make("tv-gp-ucb", bounds=[[0], [1]], time_index="clock", time_step=2.0, seed=0)
+    for t in (4.0, 10.0, 34.0):
+        clock.observe([0.5], t, 1.0)
+    assert clock._initial_hyperparameters(None).lengthscale_time == 15.0  # (34 - 4) / 2
+    # inside epsilon_bounds: at most l(eps_low) = -2 / ln(1 - 0.1) = 18.98 steps
+    short = make("tv-gp-ucb", bounds=[[0], [1]], epsilon_bounds=(0.1, 0.5), seed=0)
+    for i in range(40):
+        short.observe([0.02 * i], float(i), 0.0)
+    assert short._initial_hyperparameters(None).lengthscale_time == pytest.approx(
+        markov_lengthscale(0.1)
+    )
+    # a given eps is used as it is
+    fixed = make("tv-gp-ucb", bounds=[[0], [1]], epsilon=0.03, seed=0)
+    assert fixed._initial_hyperparameters(None).lengthscale_time == pytest.approx(
+        markov_lengthscale(0.03)
+    )
 
 
 # ---------------------------------------------------------------- SW / BR / W-GP-UCB

@@ -261,3 +261,11 @@ def test_optimum_cache_returns_the_nearest_times_first_and_restarts_when_full():
     cache.put(7.0, np.array([7.0]), -7.0)
     cache.put(9.0, np.array([9.0]), -9.0)  # full: restarts with this entry only
     assert len(cache) == 1 and [t for t, _ in cache.nearest(0.0, 3)] == [9.0]
+
+
+def test_dimensions_beyond_the_sobol_sequence_are_refused():
+    from dynbo.acquisition.optimize import MAX_BOX_DIM
+    from dynbo.benchmarks import registry
+
+    with pytest.raises(ValueError, match=f"dim must be at most {MAX_BOX_DIM}"):
+        registry.get("ackley", dim=30000)

@@ -429,6 +429,18 @@ def test_unreachable_scheduler_leaves_the_store_as_it_was(config_path, tmp_path,
             assert store.campaigns() == [] and store.runs() == []
 
 
+def test_a_scheduler_port_out_of_range_is_refused_without_waiting():
+    import dask
+
+    from dynbo.harness.campaign import connect_scheduler
+
+    # a connect timeout far longer than the test: the refusal must come before any wait
+    with dask.config.set({"distributed.comm.timeouts.connect": "600s"}):
+        for address in ("tcp://127.0.0.1:99999", "127.0.0.1:70000"):
+            with pytest.raises(ValueError, match="cannot reach a Dask scheduler.*range"):
+                connect_scheduler(address)
+
+
 def test_a_campaign_whose_horizon_ends_before_the_first_query(tmp_path, capsys):
     path = tmp_path / "c.toml"
     path.write_text(
@@ -636,6 +648,14 @@ def test_an_empty_store_path_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="the service store's path is empty"):
         ServiceStore(" ")
     assert list(tmp_path.iterdir()) == []
+    # a directory or a device is no store (SQLite would write its journal beside it)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ValueError, match="result store's path .*folder.* not a regular file"):
+        Store(tmp_path / "folder")
+    if os.path.exists("/dev/null"):
+        with pytest.raises(ValueError, match="service store's path '/dev/null' is not a regular"):
+            ServiceStore("/dev/null")
+    assert [p.name for p in tmp_path.iterdir()] == ["folder"]
 
 
 def test_export_takes_a_campaign_prefix(config_path, tmp_path, capsys):

@@ -422,3 +422,22 @@ def test_each_policys_own_state_values_are_checked_when_loaded(name, key, value,
     state["extra"][key] = value
     with pytest.raises(ValueError, match=message):
         Policy.from_state_dict(state)
+
+
+def test_a_box_beyond_the_sobol_sequence_is_refused_when_made():
+    from dynbo.acquisition.optimize import MAX_BOX_DIM
+
+    wide = [[0.0] * (MAX_BOX_DIM + 1), [1.0] * (MAX_BOX_DIM + 1)]
+    with pytest.raises(ValueError, match=f"bounds: a box search takes at most {MAX_BOX_DIM}"):
+        make("gp-ucb", bounds=wide, seed=0)
+
+
+def test_masked_arrays_are_refused_not_read_through_their_mask():
+    p = make("gp-ucb", bounds=[[0.0, 0.0], [1.0, 1.0]], seed=0)
+    hidden = np.ma.masked_array([0.5, 7.0], mask=[False, True])  # 7.0 is outside the box
+    with pytest.raises(ValueError, match="x has masked entries"):
+        p.observe(hidden, 0.0, 1.0)
+    assert p.dataset_size == 0
+    # a masked array with nothing masked is plain data
+    p.observe(np.ma.masked_array([0.5, 0.25]), 0.0, 1.0)
+    assert p.dataset_size == 1

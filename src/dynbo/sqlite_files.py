@@ -22,7 +22,12 @@ def store_path(path: str | Path, kind: str) -> Path:
     """
     if isinstance(path, str) and not path.strip():
         raise ValueError(f"the {kind}'s path is empty")
-    return Path(path)
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        # a directory, a device (/dev/null), a pipe: SQLite would write its journal and
+        # WAL files beside it, and nothing stored would be kept
+        raise ValueError(f"the {kind}'s path {str(path)!r} is not a regular file")
+    return path
 
 
 def schema_columns(schema: str) -> dict[str, tuple[str, ...]]:

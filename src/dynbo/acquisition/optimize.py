@@ -34,6 +34,7 @@ import scipy.stats
 import torch
 
 __all__ = [
+    "MAX_BOX_DIM",
     "BoxSearch",
     "maximize_acquisition",
     "maximize_on_box",
@@ -53,6 +54,9 @@ AcquisitionFn = Callable[[torch.Tensor], torch.Tensor]
 SEARCH_LIMITS = {"raw_samples": 2**20, "restarts": 4096, "max_iterations": 10**6}
 #: raw samples evaluated per acquisition call (bounds the memory of one call)
 RAW_CHUNK = 8192
+#: the most dimensions of a box search: SciPy's Sobol sequence has 21201, and a
+#: look-ahead acquisition searches time as one more
+MAX_BOX_DIM = 21200
 #: iterations a start runs before it may be pruned, and over which its pace is taken
 #: (the largest improvement of one iteration among its last ``PRUNE_WINDOW``)
 PRUNE_WINDOW = 3
@@ -340,7 +344,7 @@ class TrailingStarts:
         done = len(values) - 1
         if done < PRUNE_WINDOW:
             return
-        pace = max(values[-l] - values[-l - 1] for l in range(1, PRUNE_WINDOW + 1))
+        pace = max(values[-k] - values[-k - 1] for k in range(1, PRUNE_WINDOW + 1))
         reachable = values[-1] + max(self.max_iterations - done, 0) * max(pace, 0.0)
         if reachable < self.best_value:
             self.pruned.add(i)

@@ -24,6 +24,7 @@ from abc import abstractmethod
 import numpy as np
 import scipy.optimize
 
+from dynbo.acquisition.optimize import MAX_BOX_DIM
 from dynbo.benchmarks.base import Benchmark
 from dynbo.benchmarks.search import (
     BoxSearchSettings,
@@ -109,6 +110,9 @@ class TimeAsInputBenchmark(Benchmark):
         dim = self.default_dim if dim is None else dim
         if isinstance(dim, bool) or int(dim) != dim or dim < 1:
             raise ValueError(f"{self.name}: dim must be a positive integer, got {dim!r}")
+        if dim > MAX_BOX_DIM:
+            # its optimum search and the policies' box searches sample Sobol sequences
+            raise ValueError(f"{self.name}: dim must be at most {MAX_BOX_DIM}, got {dim!r}")
         self.dim = int(dim)
         self._check_dim(self.dim)
         if not horizon > 0:

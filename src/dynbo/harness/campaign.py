@@ -35,6 +35,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -688,6 +689,13 @@ def connect_scheduler(address: Any) -> Any:
         raise ValueError(
             "running on a Dask cluster needs `pip install dask[distributed]`"
         ) from None
+    if isinstance(address, str):
+        try:
+            # a port outside 0-65535 is malformed: say so now, not after the connect
+            # timeout (reading .port is what checks it)
+            _ = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}").port
+        except ValueError as err:
+            raise ValueError(f"cannot reach a Dask scheduler at {address!r}: {err}") from None
     try:
         return Client(address)
     except (OSError, TimeoutError, ValueError, TypeError) as err:

@@ -46,6 +46,7 @@ __all__ = [
     "CrossCovarianceGradient",
     "KernelSpec",
     "as_temporal",
+    "names_temporal",
     "Hyperparameters",
     "HyperparameterBounds",
     "markov_epsilon",
@@ -77,6 +78,22 @@ def as_temporal(family: Family | str) -> Family | str:
             f"unknown temporal kernel {family!r}; expected one of "
             "'se', 'matern12', 'matern32', 'matern52', 'wiener'"
         ) from None
+
+
+def names_temporal(value: object, family: str) -> bool:
+    """Whether ``value`` is ``None`` or a name of the temporal factor ``family``.
+
+    Names are read as :func:`as_temporal` reads them (any case); for the policies whose
+    temporal factor is fixed (TV-GP-UCB's Markov factor, UI-TVBO's Wiener process).
+    """
+    if value is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    try:
+        return as_temporal(value) == as_temporal(family)
+    except ValueError:
+        return False
 
 
 class ArmCovariance:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dynbo.acquisition.optimize import MAX_BOX_DIM
 from dynbo.models.kernel import ArmCovariance
 from dynbo.validation import real_array
 
@@ -42,6 +43,11 @@ class SearchDomain:
         self.dtype = dtype
         self.lower, self.upper = self._parse_bounds(bounds, dtype)
         self.dim = int(self.lower.shape[0])
+        if candidates is None and self.dim > MAX_BOX_DIM:
+            raise ValueError(
+                f"bounds: a box search takes at most {MAX_BOX_DIM} dimensions (its Sobol "
+                f"sequence), got {self.dim}; give candidates to search a finite set"
+            )
         self.candidates: np.ndarray | None = None
         self.candidates_unit: torch.Tensor | None = None
         if candidates is not None:

@@ -30,6 +30,7 @@ from dynbo.models.kernel import (
     Hyperparameters,
     markov_epsilon,
     markov_lengthscale,
+    names_temporal,
 )
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.validation import count, finite_number, ordered_pair
@@ -100,7 +101,7 @@ class TVGPUCB(Policy):
         temporal_kernel: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if temporal_kernel not in (None, "matern12"):
+        if not names_temporal(temporal_kernel, "matern12"):
             raise ValueError(
                 f"temporal_kernel of tv-gp-ucb is the Markov factor 'matern12', "
                 f"got {temporal_kernel!r}"

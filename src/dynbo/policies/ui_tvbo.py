@@ -39,7 +39,12 @@ from typing import Any
 import torch
 
 from dynbo.acquisition.ucb import UpperConfidenceBound
-from dynbo.models.kernel import HYPERPARAMETER_RANGE, HyperparameterBounds, Hyperparameters
+from dynbo.models.kernel import (
+    HYPERPARAMETER_RANGE,
+    HyperparameterBounds,
+    Hyperparameters,
+    names_temporal,
+)
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.validation import (
     at_most,
@@ -135,7 +140,7 @@ class UITVBO(Policy):
         hyperparameter_bounds: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if temporal_kernel not in (None, "wiener"):
+        if not names_temporal(temporal_kernel, "wiener"):
             raise ValueError(
                 f"temporal_kernel of ui-tvbo is the Wiener factor 'wiener', got {temporal_kernel!r}"
             )
