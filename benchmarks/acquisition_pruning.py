@@ -34,14 +34,23 @@ SAME_POINT = 1e-9
 
 def compare(state: dict, t: float = 602.0) -> dict:
     """The next iteration from ``state`` with and without pruning: points, values, calls."""
-    runs = {}
+    runs, searched = {}, []
     for prune in (True, False):
         policy = Policy.from_state_dict(state)
         policy.search = dataclasses.replace(policy.search, prune_trailing=prune)
+        build = policy._acquisition_function
+
+        def keep(time: float, build=build):
+            # the acquisition the search maximized (a beta schedule may read the iteration
+            # count, which suggest advances: one rebuilt afterwards could differ)
+            searched.append(build(time))
+            return searched[-1]
+
+        policy._acquisition_function = keep
         query = policy.suggest(t)
         runs[prune] = (policy, query)
     policy, _ = runs[False]
-    acquisition = policy._acquisition_function(t)
+    acquisition = searched[-1]
 
     def unit(query) -> torch.Tensor:
         point = policy._to_unit(torch.as_tensor(query.x, dtype=policy.dtype).reshape(1, -1))

@@ -164,38 +164,68 @@ def test_each_start_is_its_own_l_bfgs_b_problem(monkeypatch):
 
 
 def test_trailing_start_stops_exactly_when_its_pace_cannot_reach_the_best():
-    """The pruning rule on hand-set numbers: ``v + (T - j) * pace < v_best``."""
+    """The pruning rule on hand-set numbers: ``v_j + (T - j) * pace < v_best``, T = 10."""
     from types import SimpleNamespace
 
     from dynbo.acquisition.optimize import PRUNE_WINDOW, TrailingStarts
 
     assert PRUNE_WINDOW == 3
-    trailing = TrailingStarts(starts=2, max_iterations=10, best_value=1.0)
-    a, b = np.array([0.1, 0.1]), np.array([0.5, 0.5])
-    # first evaluation of both starts (iteration 0; negated values, as L-BFGS-B minimizes)
-    trailing.evaluated(np.stack([a, b]), np.array([-0.5, -0.9]), [0, 1])
+    trailing = TrailingStarts(starts=3, max_iterations=10, best_value=1.0)
+    corners = [np.array([0.1, 0.1]), np.array([0.5, 0.5]), np.array([0.9, 0.2])]
+    # first evaluation of every start (iteration 0; negated values, as L-BFGS-B minimizes)
+    trailing.evaluated(np.stack(corners), np.array([-0.5, -0.1, -0.9]), [0, 1, 2])
+    moves = [0, 0, 0]
 
-    def step(i, point, value):
+    def step(i, value):
+        moves[i] += 1
+        point = corners[i] + 0.001 * moves[i]
         trailing.evaluated(point[None, :], np.array([-value]), [i])
         trailing.iteration(SimpleNamespace(x=point.copy(), fun=-value))
 
-    # start 0: 0.5 -> 0.6 -> 0.62 -> 0.63; after 3 iterations the pace is 0.1 and
-    # 0.63 + (10 - 3) * 0.1 = 1.33 >= 1.0: it goes on
-    for k, value in enumerate((0.6, 0.62, 0.63)):
-        step(0, a + 0.01 * (k + 1), value)
-    assert trailing.values[0] == [0.5, 0.6, 0.62, 0.63] and not trailing.pruned
-    # 0.635: the pace over the last 3 iterations is 0.02 and 0.635 + 6 * 0.02 = 0.755 < 1
+    # start 0 creeps (0.5, 0.51, 0.52, ...): not judged before 3 iterations, stopped at
+    # the 3rd, where 0.53 + 7 * 0.01 = 0.60 < 1
+    step(0, 0.51)
+    step(0, 0.52)
+    assert not trailing.pruned
     with pytest.raises(StopIteration):
-        step(0, a + 0.05, 0.635)
+        step(0, 0.53)
+    assert trailing.pruned == {0} and trailing.values[0] == [0.5, 0.51, 0.52, 0.53]
+    # start 1: 0.1, 0.15, 0.25, 0.35: pace 0.1 and 7 iterations left reach 1.05 >= 1 (with 6
+    # left it would be 0.95: it goes on only if the count of iterations left is right)
+    for value in (0.15, 0.25, 0.35):
+        step(1, value)
     assert trailing.pruned == {0}
-    # start 1 leads once it passes the best raw value, and the best start never stops,
-    # however slowly it moves: 1.5, 1.5001, 1.5002, 1.5003, ...
+    # then 0.36: pace still 0.1, 0.36 + 6 * 0.1 = 0.96 < 1 (with 7 left, 1.06: not stopped)
+    with pytest.raises(StopIteration):
+        step(1, 0.36)
+    assert trailing.pruned == {0, 1}
+    # start 2 leads once it passes the best raw value, and the best start never stops,
+    # however slowly it moves: 1.5, 1.5001, 1.5002, ...
     for k in range(6):
-        step(1, b + 0.01 * (k + 1), 1.5 + 1e-4 * k)
-    assert trailing.best_value == pytest.approx(1.5005) and trailing.pruned == {0}
+        step(2, 1.5 + 1e-4 * k)
+    assert trailing.best_value == pytest.approx(1.5005) and trailing.pruned == {0, 1}
     # a point no start evaluated identifies nothing and prunes nothing
-    trailing.iteration(SimpleNamespace(x=np.array([0.9, 0.9]), fun=-0.1))
-    assert trailing.pruned == {0}
+    trailing.iteration(SimpleNamespace(x=np.array([0.3, 0.3]), fun=-0.1))
+    assert trailing.pruned == {0, 1}
+
+
+def test_an_iteration_at_a_point_two_starts_evaluated_is_not_attributed():
+    """Two starts evaluated at one box corner: the accepted iteration could be either's."""
+    from types import SimpleNamespace
+
+    from dynbo.acquisition.optimize import TrailingStarts
+
+    trailing = TrailingStarts(starts=2, max_iterations=10, best_value=5.0)
+    trailing.evaluated(np.array([[0.2, 0.2], [0.7, 0.7]]), np.array([-0.1, -0.2]), [0, 1])
+    corner = np.array([1.0, 1.0])
+    trailing.evaluated(np.stack([corner, corner]), np.array([-0.3, -0.3]), [0, 1])
+    for _ in range(4):  # far below the best, but neither start can be told from the other
+        trailing.iteration(SimpleNamespace(x=corner.copy(), fun=-0.3))
+    assert trailing.values == [[0.1], [0.2]] and not trailing.pruned
+    # once one of them moves on, the other is the only one at the corner
+    trailing.evaluated(np.array([[0.9, 0.95]]), np.array([-0.25]), [1])
+    trailing.iteration(SimpleNamespace(x=corner.copy(), fun=-0.3))
+    assert trailing.values == [[0.1, 0.3], [0.2]]
 
 
 def test_pruning_trailing_starts_keeps_the_maximum_and_saves_calls():

@@ -437,6 +437,8 @@ def test_masked_arrays_are_refused_not_read_through_their_mask():
     hidden = np.ma.masked_array([0.5, 7.0], mask=[False, True])  # 7.0 is outside the box
     with pytest.raises(ValueError, match="x has masked entries"):
         p.observe(hidden, 0.0, 1.0)
+    with pytest.raises(ValueError, match="x has masked entries"):
+        p.observe([hidden], 0.0, 1.0)  # inside a list
     assert p.dataset_size == 0
     # a masked array with nothing masked is plain data
     p.observe(np.ma.masked_array([0.5, 0.25]), 0.0, 1.0)

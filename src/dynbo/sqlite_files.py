@@ -23,7 +23,11 @@ def store_path(path: str | Path, kind: str) -> Path:
     if isinstance(path, str) and not path.strip():
         raise ValueError(f"the {kind}'s path is empty")
     path = Path(path)
-    if path.exists() and not path.is_file():
+    try:
+        elsewhere = path.exists() and not path.is_file()
+    except OSError:  # an unreadable parent: opening the store says why
+        elsewhere = False
+    if elsewhere:
         # a directory, a device (/dev/null), a pipe: SQLite would write its journal and
         # WAL files beside it, and nothing stored would be kept
         raise ValueError(f"the {kind}'s path {str(path)!r} is not a regular file")

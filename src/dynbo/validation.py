@@ -223,7 +223,11 @@ def real_array(name: str, value: Any) -> np.ndarray:
         value = value.detach().cpu().to(torch.float64).numpy()
     if isinstance(value, (str, bytes, Mapping)) or _contains_bool(value):
         raise ValueError(f"{name} must be an array of real numbers, got {value!r}")
-    if np.ma.is_masked(value):
+    try:  # also a masked array inside a list
+        masked = np.ma.is_masked(np.ma.asarray(value))
+    except (TypeError, ValueError, RuntimeError):
+        masked = False  # not an array at all: the conversion below says so
+    if masked:
         # np.asarray drops the mask and would read the hidden values as data
         raise ValueError(f"{name} has masked entries; give only the values to use")
     try:
