@@ -15,10 +15,14 @@ ignores the drift puts its lengthscale at the floor in some states, and L-BFGS-B
 crawls along the ridges of a rugged UCB for 5-15 times the steps of another state. One
 state per policy compares those draws; the comparison here is on the median over the
 states of each state's median time (``median_iteration_seconds``), with every state's row
-kept in ``results``. ``slower_than_st_gp_ucb`` lists the policies whose median exceeds
-keep-everything ST-GP-UCB's at the same size (W-DBO and BOLT spend extra time on their
-removals by design; the baselines should not), with the medians of their optimizer step
-counts and per-step costs against ST-GP-UCB's, which say where the time went.
+kept in ``results``; ``median_paired_ratio`` is the median over the states of the
+policy's time over ST-GP-UCB's on the same state. The states are measured one after
+another, every policy in turn on each, so that a drift of the machine's speed over the
+run reaches every policy alike. ``slower_than_st_gp_ucb`` lists the policies whose
+median exceeds keep-everything ST-GP-UCB's at the same size (W-DBO and BOLT spend extra
+time on their removals by design; the baselines should not), with the medians of their
+optimizer step counts and per-step costs against ST-GP-UCB's, which say where the time
+went.
 
     python benchmarks/policy_speed.py [--sizes 50 200 800] [--states 5] [--repeats 1]
 """
@@ -102,13 +106,23 @@ def main() -> None:
     names = args.policies or available()
     rows, summaries = [], []
     for n in args.sizes:
-        for name in names:
-            per_state = []
-            for seed in range(args.seed, args.seed + args.states):
+        # state by state, every policy in turn: a slow drift of the machine's speed (heat,
+        # other work) then reaches every policy alike instead of the ones measured last
+        per_policy: dict[str, list[dict]] = {name: [] for name in names}
+        for seed in range(args.seed, args.seed + args.states):
+            for name in names:
                 row = measure(n - 2, args.dim, args.repeats, seed, name, options_holding(name, n))
-                per_state.append({"policy": name, "seed": seed, **row})
-            rows.extend(per_state)
-            summaries.append(summarize(per_state))
+                per_policy[name].append({"policy": name, "seed": seed, **row})
+        for name in names:
+            rows.extend(per_policy[name])
+            summary = summarize(per_policy[name])
+            if "st-gp-ucb" in per_policy:
+                # the same data state, measured minutes apart at most
+                summary["median_paired_ratio"] = statistics.median(
+                    mine["iteration_seconds"] / theirs["iteration_seconds"]
+                    for mine, theirs in zip(per_policy[name], per_policy["st-gp-ucb"])
+                )
+            summaries.append(summary)
     reference = {r["n"]: r for r in summaries if r["policy"] == "st-gp-ucb"}
 
     def ratio(row: dict, key: str) -> float | None:
@@ -120,6 +134,7 @@ def main() -> None:
             "policy": r["policy"],
             "n": r["n"],
             "ratio": ratio(r, "iteration_seconds"),
+            "median_paired_ratio": r.get("median_paired_ratio"),
             # a slow iteration either takes more optimizer steps or dearer ones
             "fit_evaluations_ratio": ratio(r, "fit_evaluations"),
             "fit_cost_per_evaluation_ratio": ratio(r, "fit_milliseconds_per_evaluation"),
