@@ -1,8 +1,6 @@
 """``python -m dynbo``: the ``dynbo`` command."""
 
-import sys
-
-from dynbo.cli import main
+from dynbo.cli import console_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()
