@@ -118,11 +118,11 @@ def measure(
     Shared with ``policy_speed.py``: ``policy_name`` and ``options`` choose the policy.
     """
     state = prepared_state(n, dim, seed, policy_name, options)
-    size = Policy.from_state_dict(state).dataset_size
     rows = []
     for _ in range(repeats + 1):
         # every repeat starts from the same state (exact round trip): same n, same budget
         clone = Policy.from_state_dict(state)
+        size = clone.dataset_size  # entering the timed iteration
         clone.suggest(602.0)
         d = clone.diagnostics
         rows.append(
