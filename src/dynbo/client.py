@@ -1,5 +1,7 @@
 """A Python client of ``dynbo serve`` (standard library only: it runs on a device without torch).
 
+Usage::
+
     from dynbo.client import Client
 
     client = Client("http://127.0.0.1:8000", token=None)
