@@ -118,6 +118,31 @@ def test_et_gp_ucb_triggers_exactly_at_the_hand_computed_threshold():
     assert p._steps == 1 and p.dataset_size == 2
 
 
+def test_et_gp_ucb_reset_keeps_the_fitted_units_of_the_hyperparameters():
+    # a function whose values span 10^4: after a reset to the newest point the kept
+    # hyperparameters must still describe that spread (sigma and the trigger's threshold
+    # in original units), not the unit scale of a one-point dataset
+    p = make("et-gp-ucb", bounds=[[0, 0], [1, 1]], raw_samples=16, restarts=1, seed=0)
+    rng = np.random.default_rng(0)
+    for k in range(8):
+        x = rng.uniform(size=2)
+        p.observe(x, 0.0, 1e4 * f(x, k))
+    q = p.suggest(1.0)
+    scale = p.model.target_scale
+    assert scale > 1e3
+    p.observe(q.x, 1.0, 1e6)  # far outside every threshold: fires
+    assert p.dataset_size == 1
+    assert p.model.target_scale == scale  # the hyperparameters' units
+    q = p.suggest(2.0)  # fewer than min_fit_size points: no fit, the units stay
+    assert p.diagnostics.reset and p.model.target_scale == scale
+    corner = [[0.0, 0.0] if q.x[0] > 0.5 else [1.0, 1.0]]
+    _, variance = p.predict(corner, 2.0)
+    std = math.sqrt(float(variance[0]))
+    # the prior spread in original units: of the order of the data's, not of 1
+    assert std > 0.1 * scale
+    assert p.threshold(1, std) > 0.1 * scale
+
+
 def test_et_gp_ucb_t_prime_counts_steps_since_the_reset():
     p = make("et-gp-ucb", bounds=[[0, 0], [1, 1]], candidates=GRID, **FIXED)
     steps = []

@@ -202,6 +202,35 @@ def test_add_and_remove_keep_standardization_and_match_refit():
     assert gp.target_mean == pytest.approx(float(gp.targets.mean()))
 
 
+def test_a_reset_to_one_point_keeps_the_posterior_scale_in_original_units():
+    # hyperparameters are in units of target_scale: a dataset too small to estimate a
+    # scale (or a caller that keeps the hyperparameters) must not change that unit
+    z, y = make_data(30)
+    y = 1e4 * y
+    gp = SpatioTemporalGP(KernelSpec(dim=2), Hyperparameters(1.0, (0.3,), 8.0, 0.01))
+    gp.set_data(z, y)
+    scale = gp.target_scale
+    assert scale == pytest.approx(float(y.std()))
+    far = torch.tensor([[0.99, 0.01, 1e4]])  # far from every observation in time
+    _, prior_var = gp.predict(far)
+    assert float(prior_var[0]) == pytest.approx(scale**2, rel=1e-6)  # lambda = 1
+    gp.set_data(z[-1:], y[-1:])  # a reset to the newest point
+    assert gp.target_scale == scale and gp.target_mean == float(y[-1])
+    mean, var = gp.predict(far)
+    assert float(var[0]) == pytest.approx(scale**2, rel=1e-6)  # was 1 in the old units
+    gp.set_data(z[:0], y[:0])  # empty: the units stay
+    assert gp.target_scale == scale
+    gp.add(z[0], y[0])
+    assert gp.target_scale == scale and gp.target_mean == float(y[0])
+    # two points with keep_scale: the mean follows, the unit stays
+    gp.set_data(z[:2], y[:2], keep_scale=True)
+    assert gp.target_scale == scale and gp.target_mean == pytest.approx(float(y[:2].mean()))
+    gp.restandardize(keep_scale=True)
+    assert gp.target_scale == scale
+    gp.restandardize()  # free to re-estimate from two points
+    assert gp.target_scale == pytest.approx(float(y[:2].std()))
+
+
 def test_rank_one_update_and_delete_against_fresh_factorization():
     g = torch.Generator().manual_seed(5)
     a = torch.randn(50, 50, generator=g)

@@ -12,6 +12,13 @@ constants are computed by :meth:`SpatioTemporalGP.set_data` and
 *kept* by :meth:`add` / :meth:`remove`, so that an add or a remove is an exact O(n^2)
 change of one model, not a change of units. All hyperparameters are in standardized
 units.
+
+The scale is the unit of the hyperparameters (``lambda`` and ``sigma^2`` are in units of
+``target_scale^2``), so it changes only where it can be estimated: from two or more
+targets, and only when the caller does not ask to keep it (``keep_scale=True``: a policy
+whose hyperparameters were fitted in the current units and are not refitted now, such as
+one just reset to its newest observation). A dataset of one target, or none, keeps the
+scale it had; the mean follows the data whenever there are any.
 """
 
 from __future__ import annotations
@@ -242,6 +249,8 @@ class SpatioTemporalGP:
         inputs: torch.Tensor,
         targets: torch.Tensor,
         noise_scale: torch.Tensor | None = None,
+        *,
+        keep_scale: bool = False,
     ) -> None:
         """Replace the dataset, restandardize and refactorize (O(n^3)).
 
@@ -249,6 +258,8 @@ class SpatioTemporalGP:
             inputs: ``(n, input_dim)``.
             targets: ``(n,)`` in original units.
             noise_scale: ``(n,)`` positive multipliers of ``sigma^2`` (default ones).
+            keep_scale: keep ``target_scale`` (the hyperparameters' units); only the
+                mean follows the new targets (see the module docstring).
         """
         inputs = self._as_inputs(inputs) if len(inputs) else self._inputs[:0]
         n = inputs.shape[0]
@@ -257,7 +268,7 @@ class SpatioTemporalGP:
         if (scale <= 0).any():
             raise ValueError("noise_scale must be positive")
         self._inputs, self._targets, self._noise_scale = inputs, targets, scale
-        self._compute_standardization()
+        self._compute_standardization(keep_scale)
         self.refactorize()
 
     def set_noise_scale(self, noise_scale: torch.Tensor, *, refactorize: bool = True) -> None:
@@ -295,17 +306,25 @@ class SpatioTemporalGP:
         self._hyper = hyperparameters.for_kernel(self.kernel)
         self.refactorize()
 
-    def restandardize(self) -> None:
-        """Recompute ``target_mean`` / ``target_scale`` from the current targets (O(n^2))."""
-        self._compute_standardization()
+    def restandardize(self, *, keep_scale: bool = False) -> None:
+        """Recompute ``target_mean`` / ``target_scale`` from the current targets (O(n^2)).
+
+        Args:
+            keep_scale: recompute the mean only (see the module docstring).
+        """
+        self._compute_standardization(keep_scale)
         self._update_alpha()
 
-    def _compute_standardization(self) -> None:
-        if not self.standardize or self.n == 0:
+    def _compute_standardization(self, keep_scale: bool = False) -> None:
+        if not self.standardize:
             self._target_mean, self._target_scale = 0.0, 1.0
             return
+        if self.n == 0:
+            return  # nothing to estimate from: the units stay those of the hyperparameters
         self._target_mean = float(self._targets.mean())
-        std = float(self._targets.std()) if self.n > 1 else 0.0
+        if keep_scale or self.n == 1:
+            return
+        std = float(self._targets.std())
         # A constant dataset has no scale to learn; keep unit scale rather than divide by 0.
         self._target_scale = std if std > 1e-12 * max(1.0, abs(self._target_mean)) else 1.0
 

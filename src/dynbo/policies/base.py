@@ -877,11 +877,23 @@ class Policy(ABC):
         mask = keep.to(self._gp.inputs.device)
         inputs, noise_scale = self._gp.inputs[mask], self._gp.noise_scale[mask]
         self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
-        self._gp.set_data(inputs, self._y.to(self.device), noise_scale)
+        self._gp.set_data(
+            inputs, self._y.to(self.device), noise_scale, keep_scale=self._keeps_units()
+        )
+
+    def _keeps_units(self) -> bool:
+        """Whether the target scale must stay as it is (the hyperparameters' units).
+
+        Below ``min_fit_size`` observations nothing refits the hyperparameters, so they
+        stay in the units they were fitted in; a scale re-estimated from the one or two
+        points left after a reset would change their meaning (a noise fitted as 1e-4 of
+        a spread of 10^4 read as 1e-4 of the spread of two points).
+        """
+        return self.dataset_size < self.min_fit_size
 
     def _restandardize(self) -> None:
-        """Recompute the target standardization from the data held."""
-        self._gp.restandardize()
+        """Recompute the target standardization from the data held (see :meth:`_keeps_units`)."""
+        self._gp.restandardize(keep_scale=self._keeps_units())
 
     def _fit(self, t: float) -> FitResult:
         """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.

@@ -296,7 +296,7 @@ class UITVBO(Policy):
 
     def _restandardize(self) -> None:
         # the noise is known in the units of y: it follows the standardization
-        self._gp.restandardize()
+        self._gp.restandardize(keep_scale=self._keeps_units())
         self._gp.set_hyperparameters(
             replace(self._gp.hyperparameters, noise=self._standardized_noise())
         )
