@@ -1,5 +1,5 @@
 """Time-varying benchmarks: every one a maximization problem ``f(x, t)`` with an exact
-moving optimum (see :class:`Benchmark`), plus the suites of the papers' experiments.
+moving optimum (see :class:`Benchmark`), plus the suites of the papers' experiments::
 
     import dynbo.benchmarks as benchmarks
 
