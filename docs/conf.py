@@ -31,7 +31,6 @@ exclude_patterns = ["_build", "results", "figures", "Thumbs.db", ".DS_Store"]
 # Heading anchors so that links such as `live.md#the-crash-safety-guarantee` resolve
 # as they do on GitHub.
 myst_heading_anchors = 3
-myst_enable_extensions = ["dollarmath"]
 
 # The API reference: members in source order, the docstrings are Google style.
 autodoc_default_options = {
