@@ -107,7 +107,7 @@ def test_a_failed_save_keeps_the_previous_file_and_foreign_files_do_not_load(tmp
     monkeypatch.undo()
     text = tmp_path / "notes.pt"
     text.write_text("hello\n")
-    with pytest.raises(ValueError, match="not a policy file written by Policy.save"):
+    with pytest.raises(ValueError, match="is not a dynbo policy file"):
         Policy.load(text)
     with pytest.raises(FileNotFoundError):
         Policy.load(tmp_path / "missing.pt")

@@ -115,7 +115,7 @@ def _corrupt(state, path, value):
         (("iteration",), "3", "iteration"),
         (("first_time",), "zero", "first_time"),
         (("extra",), KeyError, "missing extra"),
-        (("extra", "budget"), KeyError, "invalid policy state"),
+        (("extra", "budget"), KeyError, "policy-specific state lacks budget"),
         (("gp", "hyperparameters"), {"outputscale": 1.0}, "invalid policy state"),
         (("config", "alpha"), 0.5, "different configuration"),
         # values of the right kind that no policy ever held: refused when loaded, not

@@ -59,7 +59,7 @@ from dynbo.policies.additional import AdditionalRequests, validate_answers
 from dynbo.policies.domain import SearchDomain
 from dynbo.policies.early_fit import EarlyFit
 from dynbo.policies.records import Dataset, Diagnostics, Query
-from dynbo.policies.state import capture_state, check_state, restore_state
+from dynbo.policies.state import capture_state, check_state, read_state_file, restore_state
 from dynbo.validation import (
     MAX_ABS_TIME,
     at_most,
@@ -160,7 +160,9 @@ class Policy(ABC):
     """Base class of the TVBO policies (see the module docstring).
 
     Args:
-        bounds: ``(2, d)`` lower and upper corners of the search box, original units.
+        bounds: ``(2, d)`` lower and upper corners of the search box, original units;
+            each width at least the smallest normal number of ``dtype``
+            (``torch.finfo(dtype).tiny``: 1.2e-38 in float32).
         seed: seed of the policy's random stream (Sobol scrambling, k-DPP, ...).
         spatial_kernel: family of ``k_S`` (default ``"matern52"``).
         temporal_kernel: family of ``k_T`` (default ``"matern32"``; ignored by policies
@@ -1039,6 +1041,7 @@ class Policy(ABC):
             config=self._config,
             dim=self.dim,
             input_dim=self.kernel.input_dim,
+            extra_keys=frozenset(self._extra_state()),
         )
 
     @classmethod
@@ -1108,16 +1111,11 @@ class Policy(ABC):
             OSError: the file cannot be read (``FileNotFoundError`` if it is missing).
             ValueError: the file is not a policy written by :meth:`save`.
         """
+        state = read_state_file(path)
         try:
-            state = torch.load(path, weights_only=True)
-        except OSError:
-            raise
-        except Exception as err:  # torch's unpickler raises many types on a foreign file
-            raise ValueError(
-                f"{path} is not a policy file written by Policy.save ({type(err).__name__}: "
-                f"{str(err).splitlines()[0] if str(err) else ''})"
-            ) from None
-        return Policy.from_state_dict(state)
+            return Policy.from_state_dict(state)
+        except ValueError as err:
+            raise ValueError(f"{os.fspath(path)}: {err}") from None
 
     def __repr__(self) -> str:
         name = type(self).__name__

@@ -26,7 +26,8 @@ class SearchDomain:
 
     Args:
         bounds: ``(2, d)`` lower and upper corners (original units).
-        dtype: the model's dtype: bounds and widths must be finite numbers in it.
+        dtype: the model's dtype: bounds and widths must be finite numbers in it, and
+            each width at least its smallest normal number (``torch.finfo(dtype).tiny``).
         candidates: ``(N, d)`` finite set of points inside the box, or ``None``.
         arm_covariance: ``(N, N)`` given covariance of ``f`` over the candidates (the
             spatial kernel of the GP, :class:`dynbo.models.ArmCovariance`), or ``None``.
@@ -172,5 +173,16 @@ class SearchDomain:
             raise ValueError(
                 f"bounds are too wide: each bound and each width upper - lower must be at "
                 f"most {largest:.3g} in magnitude (dtype {str(dtype).replace('torch.', '')})"
+            )
+        # the unit box divides by the width in the model's dtype: a width that underflows
+        # there (to 0 or to a subnormal) would turn every observed point into NaN
+        smallest = float(torch.finfo(dtype).tiny)
+        narrow = width < smallest
+        if narrow.any():
+            j = int(np.argmax(narrow))
+            raise ValueError(
+                f"bounds are too narrow: width upper[{j}] - lower[{j}] = {width[j]:.3g} is "
+                f"below {smallest:.3g}, the smallest normal number of dtype "
+                f"{str(dtype).replace('torch.', '')} (rescale the problem or use float64)"
             )
         return arr[0].copy(), arr[1].copy()

@@ -7,7 +7,10 @@ another format, policy or configuration, or an incomplete or inconsistent one, w
 
 from __future__ import annotations
 
+import copy
 import math
+import os
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +24,38 @@ from dynbo.validation import optional_number
 if TYPE_CHECKING:
     from dynbo.policies.base import Policy
 
-__all__ = ["STATE_FORMAT", "capture_state", "check_state", "restore_state"]
+__all__ = ["STATE_FORMAT", "capture_state", "check_state", "read_state_file", "restore_state"]
 
 #: version of the ``state_dict`` layout.
 STATE_FORMAT = 2
+
+
+def read_state_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The policy state in a file written by ``Policy.save`` (not yet checked).
+
+    Raises:
+        OSError: the file cannot be read (``FileNotFoundError`` if it is missing).
+        ValueError: the file is not a dynbo policy file. The message says only that:
+            torch's own message on a foreign file advises loading it with its safety
+            off, which a library must never pass on.
+    """
+    not_ours = f"{os.fspath(path)} is not a dynbo policy file (one written by Policy.save)"
+    try:
+        with warnings.catch_warnings():
+            # torch warns about a foreign pickle protocol before it refuses the file
+            warnings.simplefilter("ignore")
+            state = torch.load(path, weights_only=True)
+    except OSError:
+        raise
+    except Exception:  # noqa: BLE001 - torch's unpickler raises many types on a foreign file
+        raise ValueError(not_ours) from None
+    if (
+        not isinstance(state, dict)
+        or state.get("format") is None
+        or not isinstance(state.get("policy"), str)
+    ):
+        raise ValueError(not_ours)  # a torch file of something else
+    return state
 
 
 def check_state(
@@ -34,6 +65,7 @@ def check_state(
     config: Mapping[str, Any],
     dim: int,
     input_dim: int,
+    extra_keys: frozenset[str] | None = None,
 ) -> None:
     """Raise a ``ValueError`` unless ``state`` fits the policy described by the arguments.
 
@@ -43,6 +75,10 @@ def check_state(
         config: that policy's constructor arguments (plain values).
         dim: its spatial dimension ``d``.
         input_dim: columns of its GP inputs (``d`` or ``d + 1``).
+        extra_keys: the keys of that policy's own state (``Policy._extra_state``);
+            ``None`` skips this check. A state keeping other keys was written by
+            another policy (a BOLT state renamed ``"st-gp-ucb"``, say), even when its
+            configuration would also build the named one.
     """
     if not isinstance(state, Mapping):
         raise ValueError(f"a policy state must be a mapping, got {type(state).__name__}")
@@ -72,6 +108,18 @@ def check_state(
             k for k in set(state["config"]) | set(config) if state["config"].get(k) != config.get(k)
         )
         raise ValueError(f"state was saved with a different configuration ({', '.join(keys)})")
+    extra = state["extra"]
+    if not isinstance(extra, Mapping):
+        raise ValueError(f"policy state: extra must be a mapping, got {type(extra).__name__}")
+    if extra_keys is not None and set(extra) != set(extra_keys):
+        unexpected = sorted(str(k) for k in set(extra) - extra_keys)
+        lacking = sorted(extra_keys - set(extra))
+        what = [f"has {', '.join(unexpected)}"] if unexpected else []
+        what += [f"lacks {', '.join(lacking)}"] if lacking else []
+        raise ValueError(
+            f"policy state does not belong to policy {policy!r}: its policy-specific state "
+            f"{' and '.join(what)} (it was written by another policy)"
+        )
     data, gp = state["data"], state["gp"]
     if not isinstance(data, Mapping) or not isinstance(gp, Mapping):
         raise ValueError("policy state: 'data' and 'gp' must be mappings")
@@ -151,8 +199,10 @@ def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
     """Put a checked state (:func:`check_state`) into ``policy``.
 
     It may fail half-way on a malformed piece: ``Policy.load_state_dict`` snapshots the
-    policy first and restores it then.
+    policy first and restores it then. The policy keeps copies only: changing ``state``
+    afterwards (its diagnostics, say) leaves the policy as loaded.
     """
+    state = copy.deepcopy(dict(state))
     data = state["data"]
     policy._x = data["x"].clone().to(policy.dtype)
     policy._t = data["t"].clone().to(policy.dtype)
