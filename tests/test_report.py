@@ -359,3 +359,231 @@ def test_a_report_that_fails_half_way_leaves_the_previous_one_whole(tmp_path, mo
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         report_html.write_report(path, tmp_path / "file")
+
+
+# ------------------------------------------------- neutral metrics, the fewer-queries flag
+def test_neutral_metrics_have_no_overall_row_no_marks_and_no_best_run_caption(tmp_path):
+    with build_store(tmp_path / "s.sqlite") as store:
+        runs = store.runs("c1")
+    table = build_table(runs, "queries")
+    assert table.rows == ("A", "B")  # two benchmarks, still no OVERALL
+    assert not any(cell.bold or cell.underline for cell in table.cells.values())
+    assert "0 = best run" not in table.caption and "OVERALL" not in table.caption
+    assert "better" not in table.caption
+    assert "OVERALL" not in summary_table(runs, "queries")
+    # a metric with a direction keeps its OVERALL row
+    assert OVERALL in build_table(runs, "average_regret").rows
+
+
+def cumulative_store(path, queries):
+    """Runs whose cumulative regret and number of queries are given per (bench, policy)."""
+    store = Store(path)
+    ids = []
+    for (bench, policy), (cumulative, count) in queries.items():
+        for seed in (0, 1):
+            spec = RunSpec(
+                benchmark="eggholder",
+                label=bench,
+                policy=policy,
+                seed=seed,
+                benchmark_options={"dim": 1, "horizon": 7.0 if bench == "A" else 8.0},
+            )
+            summary = {
+                "cumulative_regret": cumulative + seed,
+                "queries": count,
+                "average_regret": (cumulative + seed) / count,
+            }
+            iterations = [row(k, float(k), 1.0, k + 3) for k in range(1, 4)]
+            store.save_run(RunResult(spec, "done", iterations, [], summary))
+            ids.append(spec.run_id)
+    store.add_campaign("c1", "demo", {"name": "demo"})
+    store.link("c1", ids)
+    return store
+
+
+def test_a_cumulative_regret_crown_won_by_querying_less_is_flagged(tmp_path):
+    from dynbo.report.tables import FEWER_QUERIES_MARK
+
+    # on A the smallest sum (p) comes from 20 queries against q's 60: flagged; on B the
+    # best (q) made the most queries: not flagged
+    values = {("A", "p"): (10.0, 20), ("A", "q"): (24.0, 60), ("B", "p"): (30.0, 20)}
+    values[("B", "q")] = (12.0, 60)
+    with cumulative_store(tmp_path / "s.sqlite", values) as store:
+        runs = store.runs("c1")
+    table = build_table(runs, "cumulative_regret")
+    flagged = {key for key, cell in table.cells.items() if cell.flag}
+    assert flagged == {("A", "p")}
+    cell = table.cells[("A", "p")]
+    assert cell.bold and cell.flag == FEWER_QUERIES_MARK
+    assert "20 queries" in cell.note and "q 60" in cell.note
+    assert "fewer queries" in table.caption
+    assert f"**10.5 ± 0.5** {FEWER_QUERIES_MARK}" in table.markdown()
+    assert r"\textbf{10.5 $\pm$ 0.5}$^\dagger$" in table.latex()
+    assert FEWER_QUERIES_MARK not in table.latex()  # the caption's mark is LaTeX too
+    page = table.html()
+    assert '<sup class="flag">†</sup>' in page and 'title="p made 20 queries' in page
+    assert f"10.5 ± 0.5*{FEWER_QUERIES_MARK}" in summary_table(runs, "cumulative_regret")
+    # the average per query is not a sum: no flag, whoever made fewer queries
+    assert not any(c.flag for c in build_table(runs, "average_regret").cells.values())
+    # equal numbers of queries: nothing to say
+    even = {key: (value, 30) for key, (value, _) in values.items()}
+    with cumulative_store(tmp_path / "even.sqlite", even) as store:
+        table = build_table(store.runs("c1"), "cumulative_regret")
+    assert not any(c.flag for c in table.cells.values())
+    assert "fewer queries" not in table.caption
+
+
+# ------------------------------------------------------------ figures: styles, legend, ticks
+def captured_figure(monkeypatch, draw):
+    """The matplotlib figure ``draw(path)`` saves (drawn, not closed)."""
+    import dynbo.report.figures as figures
+
+    figs = []
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        figs.append(fig)
+        return path
+
+    monkeypatch.setattr(figures, "_save", keep)
+    draw()
+    return figs[-1]
+
+
+def test_curves_that_coincide_stay_distinct_by_line_style_and_marker(tmp_path, monkeypatch):
+    from dynbo.report.figures import dataset_size_figure, series_styles
+
+    styles = series_styles(["d", "c", "b", "a"])
+    assert list(styles) == ["a", "b", "c", "d"]
+    looks = {(s["color"], s["linestyle"], s["marker"]) for s in styles.values()}
+    assert len({s["linestyle"] for s in styles.values()}) == 4 and len(looks) == 4
+    assert len({s["markevery"][0] for s in styles.values()}) == 4  # markers not on top
+    # p and q have the same dataset sizes (identical curves) in the test store
+    with build_store(tmp_path / "s.sqlite") as store:
+        frame = loop_frame(store)
+    fig = captured_figure(monkeypatch, lambda: dataset_size_figure(frame, tmp_path / "d.png"))
+    ax = fig.axes[0]
+    lines = [(line.get_linestyle(), line.get_marker()) for line in ax.get_lines()]
+    assert len(lines) == 3 and len(set(lines)) == 3
+    p, q = ax.get_lines()[:2]
+    assert list(p.get_ydata()) == list(q.get_ydata())  # they do coincide
+
+
+def test_the_legend_sits_beside_the_panels_not_below(tmp_path, monkeypatch):
+    from dynbo.report.figures import dataset_size_figure, regret_figure
+
+    with build_store(tmp_path / "s.sqlite") as store:
+        frame = loop_frame(store)
+    for draw in (regret_figure, dataset_size_figure):
+        fig = captured_figure(monkeypatch, lambda draw=draw: draw(frame, tmp_path / "f.png"))
+        renderer = fig.canvas.get_renderer()
+        legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None]
+        assert len(legends) == 1 and not fig.legends
+        box = legends[0].get_window_extent(renderer)
+        right = max(a.get_window_extent(renderer).x1 for a in fig.axes)
+        top = max(a.get_window_extent(renderer).y1 for a in fig.axes)
+        assert box.x0 >= right  # to the right of every panel
+        assert abs(box.y1 - top) < 0.1 * fig.bbox.height  # level with the top row
+        assert [t.get_text() for t in legends[0].get_texts()] == ["p", "q", "wdbo"]
+
+
+def test_log_axes_have_plain_tick_labels(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dynbo.report.figures import dataset_size_figure, plain_log_ticks
+
+    with build_store(tmp_path / "s.sqlite") as store:
+        frame = loop_frame(store)  # response times 0.4 to 0.8 s: less than a decade
+    fig = captured_figure(monkeypatch, lambda: dataset_size_figure(frame, tmp_path / "d.png"))
+    ax = fig.axes[len(fig.axes) // 2]  # the first response-time panel
+    assert ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and [float(v) for v in labels] == sorted(float(v) for v in labels)
+    assert all("10^" not in v and "$" not in v and "times" not in v for v in labels)
+    assert not [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()]
+    plt.close(fig)
+    # spans of several decades: powers of ten, written out
+    for low, high, expected in ((0.003, 40.0, ["0.01", "0.1", "1", "10"]), (2, 30, None)):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [low, high])
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+        fig.canvas.draw()
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert labels == expected if expected else labels == ["2", "5", "10", "20"]
+        plt.close(fig)
+
+
+# --------------------------------------------------- the page: protocol, animations linked
+def test_the_protocol_shows_the_horizon_and_cost_that_took_effect(tmp_path):
+    from dynbo.report.html import write_report
+
+    values = {("A", "p"): (10.0, 20), ("B", "p"): (12.0, 30)}
+    path = tmp_path / "s.sqlite"
+    cumulative_store(path, values).close()  # horizons 7 (A) and 8 (B) from the benchmark
+    text = write_report(path, tmp_path / "rep").read_text()
+    protocol = text[text.index("<dt>protocol</dt>") : text.index("<dt>written</dt>")]
+    assert "null" not in protocol and "{" not in protocol
+    assert "A: 7 s (the benchmark&#x27;s); B: 8 s (the benchmark&#x27;s)" in protocol
+    assert "evaluation cost c</span> 0.05 s (the benchmark&#x27;s)" in protocol
+    assert "clock</span> measured" in protocol
+    assert "15 observations at times in [0, 0.025 T]" in protocol
+
+
+def test_animations_are_files_named_by_benchmark_policy_and_seed_linked_not_inlined(
+    tmp_path, monkeypatch
+):
+    import dynbo.report.animation as animation
+    from dynbo.report.html import animation_name, write_report
+
+    made = []
+
+    def fake(spec, path, **_):  # the real re-run is tested above; here only the page
+        made.append((spec.label, spec.policy, spec.seed))
+        path.write_bytes(b"GIF89a" + bytes(100))
+        return path
+
+    monkeypatch.setattr(animation, "run_animation", fake)
+    values = {("A", "p"): (10.0, 20), ("A", "wdbo"): (12.0, 30), ("B b/c", "p"): (1.0, 3)}
+    path = tmp_path / "s.sqlite"
+    cumulative_store(path, values).close()
+    lines = []
+    out = tmp_path / "rep"
+    (out).mkdir()
+    (out / "animation_7.gif").write_bytes(b"GIF89a")  # an older report's name
+    page = write_report(path, out, animate=True, progress=lines.append)
+    names = sorted(p.name for p in out.glob("animation_*"))
+    assert names == [
+        "animation_A_p_seed0.gif",
+        "animation_A_wdbo_seed0.gif",
+        "animation_B-b-c_p_seed0.gif",
+    ]
+    assert sorted(made) == [("A", "p", 0), ("A", "wdbo", 0), ("B b/c", "p", 0)]
+    text = page.read_text()
+    assert "data:image/gif" not in text
+    for name in names:
+        assert f'<a href="{name}"><img src="{name}" loading="lazy"' in text
+    assert [line.split(":")[0] for line in lines[:3]] == [
+        "animation 1/3",
+        "animation 2/3",
+        "animation 3/3",
+    ]
+    assert "p on A, seed 0" in lines[0] and lines[-1].startswith("3 animations in")
+    # names that would collide once made file-safe stay apart
+    taken = {animation_name("a b", "p", 1)}
+    assert animation_name("a-b", "p", 1, taken) == "animation_a-b_p_seed1-2.gif"
+    # without animate: nothing re-run, nothing printed, the old GIFs removed
+    write_report(path, out, progress=lines.append)
+    assert not list(out.glob("animation_*")) and len(lines) == 4
+
+
+def test_the_default_progress_goes_to_stderr_as_plain_lines(capsys):
+    from dynbo.report.html import stderr_progress
+
+    stderr_progress("animation 1/2: p on A, seed 0")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "dynbo report: animation 1/2: p on A, seed 0\n"

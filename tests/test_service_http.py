@@ -618,31 +618,125 @@ def test_background_failures_are_logged_and_shutdown_leaves_no_thread(
 # ---------------------------------------------------------------------- dashboard
 
 
+def test_the_dashboard_data_agree_with_the_header_counts(server, client):
+    client.create_study("dash-data", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+    for k in range(3):
+        q = client.suggest("dash-data", t=float(k))
+        client.observe("dash-data", f(q.x, q.t), query_id=q.query_id)
+    client.suggest("dash-data", t=3.0)  # a query out: the dataset is still 3
+    status, payload = raw(server, "GET", "/dashboard/data")
+    assert status == 200
+    study = next(s for s in payload["studies"] if s["name"] == "dash-data")
+    header = next(s for s in client.studies() if s["name"] == "dash-data")
+    assert study["dataset_size"] == header["dataset_size"] == 3
+    # the size chart ends on the header's value (the suggests alone would end on 2)
+    assert study["sizes"][-1][1] == 3 and max(size for _, size in study["sizes"]) == 3
+    assert len(study["sizes"]) == header["events"] == 7
+    assert len(study["observed"]) == header["observations"] == 3
+    assert len(study["queried"]) == len(study["response"]) == header["suggestions"] == 4
+    events = client.history("dash-data")
+    suggests = [e for e in events if e["kind"] == "suggest"]
+    assert study["queried"] == [[e["t"], *e["x"]] for e in suggests]
+    assert raw(server, "GET", "/dashboard/data", token=None)[0] == 401
+    client.delete_study("dash-data")
+
+
+def dashboard_state(driver):
+    """Per study on the page: header text, open or collapsed, and per chart: its width,
+    tick label counts, texts that leave the chart, circles per series, the last value
+    of each line."""
+    return driver.execute_script(
+        """
+        const out = {};
+        for (const box of document.querySelectorAll("details.study")) {
+          const panels = {};
+          for (const svg of box.querySelectorAll("svg.panel")) {
+            const frame = svg.getBoundingClientRect();
+            const outside = Array.from(svg.querySelectorAll("text")).filter(t => {
+              const r = t.getBoundingClientRect();
+              return r.left < frame.left - 1 || r.right > frame.right + 1 ||
+                     r.top < frame.top - 1 || r.bottom > frame.bottom + 1;
+            }).map(t => t.textContent);
+            const dots = {};
+            for (const c of svg.querySelectorAll("circle")) {
+              dots[c.dataset.series] = (dots[c.dataset.series] || 0) + 1;
+            }
+            panels[svg.dataset.panel] = {
+              width: frame.width,
+              yticks: svg.querySelectorAll("text.tick.y").length,
+              xticks: svg.querySelectorAll("text.tick.x").length,
+              outside: outside,
+              dots: dots,
+              last: Array.from(svg.querySelectorAll("path")).map(p => +p.dataset.last),
+            };
+          }
+          out[box.dataset.study] = {
+            meta: box.querySelector(".meta").textContent,
+            open: box.open,
+            width: box.getBoundingClientRect().width,
+            panels: panels,
+          };
+        }
+        return out;
+        """
+    )
+
+
 def test_the_dashboard_in_a_real_headless_browser(server, client, tmp_path, headless_chromium):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    bounds = {"dash-a": [[0.0], [1.0]], "dash-b": [[0.0, 0.0], [1.0, 1.0]]}
     for name, policy in (("dash-a", "gp-ucb"), ("dash-b", "st-gp-ucb")):
-        client.create_study(name, policy, [[0.0], [1.0]], options=CHEAP, clock="client")
+        client.create_study(name, policy, bounds[name], options=CHEAP, clock="client")
         for k in range(3):
             q = client.suggest(name, t=float(k))
             client.observe(name, f(q.x, q.t), query_id=q.query_id)
-    studies = client.studies()
-    driver = headless_chromium(1000, 900)
+    studies = {s["name"]: s for s in client.studies()}
+    driver = headless_chromium(1400, 500)
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd(
         "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Bearer {TOKEN}"}}
     )
-    driver.get(server.url + "/")
+    driver.get(server.url + "/?refresh=1")
     assert driver.execute_script("return document.readyState") == "complete"
     errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
-    plots = driver.execute_script(
-        "return Array.from(document.querySelectorAll('svg.study-plot')).map("
-        "s => [s.getAttribute('aria-label'), s.querySelectorAll('circle').length,"
-        " s.querySelectorAll('path').length])"
-    )
-    assert len(plots) == len(studies)
-    by_name = {label.rsplit(" ", 1)[-1]: (dots, lines) for label, dots, lines in plots}
-    assert by_name["dash-a"] == (3, 2) and by_name["dash-b"] == (3, 2)
+    state = dashboard_state(driver)
+    assert set(studies) <= set(state)
+    for name in ("dash-a", "dash-b"):
+        shown, study = state[name], studies[name]
+        assert f"dataset size {study['dataset_size']}" in shown["meta"]
+        assert f"{study['observations']} observations" in shown["meta"]
+        panels = shown["panels"]
+        assert set(panels) == {"observations", "queries", "dataset", "response"}
+        for panel in panels.values():
+            # two charts a row, as wide as the box allows, ticked, nothing cut off
+            assert panel["width"] > 0.4 * shown["width"]
+            assert panel["yticks"] >= 3 and panel["xticks"] >= 3
+            assert panel["outside"] == []
+        assert panels["observations"]["dots"] == {"y": 3}
+        dims = len(bounds[name][0])
+        assert panels["queries"]["dots"] == {f"x{i}": 3 for i in range(dims)}
+        assert panels["dataset"]["last"] == [study["dataset_size"]]
     driver.save_screenshot(str(tmp_path / "dashboard.png"))
     assert (tmp_path / "dashboard.png").stat().st_size > 5000
+
+    # auto-refresh: new data appear in place; the scroll position and a collapsed study stay
+    driver.execute_script(
+        "document.querySelector('details[data-study=\"dash-a\"] summary').click();"
+        "window.scrollTo(0, 120);"
+    )
+    scrolled = driver.execute_script("return window.scrollY")
+    assert scrolled > 0
+    q = client.suggest("dash-b", t=3.0)
+    client.observe("dash-b", f(q.x, q.t), query_id=q.query_id)
+    WebDriverWait(driver, 30, poll_frequency=0.2).until(
+        lambda d: "4 observations" in dashboard_state(d)["dash-b"]["meta"]
+    )
+    state = dashboard_state(driver)
+    assert state["dash-b"]["panels"]["dataset"]["last"] == [4]
+    assert state["dash-b"]["panels"]["observations"]["dots"] == {"y": 4}
+    assert state["dash-a"]["open"] is False and state["dash-b"]["open"] is True
+    assert driver.execute_script("return window.scrollY") == scrolled
     for name in ("dash-a", "dash-b"):
         client.delete_study(name)

@@ -252,7 +252,7 @@ def test_an_unreadable_checkpoint_is_passed_over_and_the_log_rebuilds_the_study(
 
 
 def test_a_damaged_event_is_named_and_leaves_the_other_studies_usable(tmp_path):
-    from dynbo.service.app import _dashboard_page
+    from dynbo.service.dashboard import dashboard_data, render_dashboard
     from dynbo.service.storage import DamagedLog
 
     path = tmp_path / "s.sqlite"
@@ -269,7 +269,7 @@ def test_a_damaged_event_is_named_and_leaves_the_other_studies_usable(tmp_path):
     with pytest.raises(DamagedLog, match="event 2 of study 'bad'"):
         m.history("bad")
     assert m.suggest("good", t=1.0)["query_id"] == 2
-    page = _dashboard_page(m)
+    page = render_dashboard(dashboard_data(m))
     assert "event 2 of study 'bad'" in page and '"name": "good"' in page
 
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["dataset_size_figure", "overall_figure", "regret_figure"]
+__all__ = [
+    "dataset_size_figure",
+    "overall_figure",
+    "plain_log_ticks",
+    "regret_figure",
+    "series_styles",
+]
 
 #: points of the common time grid the per-seed curves are interpolated on
 GRID_POINTS = 200
@@ -39,32 +45,93 @@ def _series_column(frame: pd.DataFrame) -> str:
 
 def _loop_series(
     iterations: pd.DataFrame,
-) -> tuple[str, pd.DataFrame, list[str], dict[str, str]]:
-    """The curve column, the loop rows (no warm-up), the benchmarks and a color per curve."""
+) -> tuple[str, pd.DataFrame, list[str], dict[str, dict[str, Any]]]:
+    """The curve column, the loop rows (no warm-up), the benchmarks and a style per curve."""
     series = _series_column(iterations)
     loop = iterations[iterations["warmup"] == 0]
-    return series, loop, sorted(loop["benchmark"].unique()), _colors(loop[series])
+    return series, loop, sorted(loop["benchmark"].unique()), series_styles(loop[series])
 
 
-def _colors(names: pd.Series) -> dict[str, str]:
-    """One color per series name, the same in every panel (sorted names, tab10 cycle)."""
-    return {name: f"C{i % 10}" for i, name in enumerate(sorted(names.unique()))}
+#: line styles and markers cycled over the series (colors cycle over tab10): two curves
+#: that coincide (GP-UCB and ST-GP-UCB while neither forgets) stay told apart
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: a marker every this fraction of a curve's length (``markevery``)
+MARK_EVERY = 0.12
 
 
-def _legend(fig, colors: dict[str, str]) -> None:  # noqa: ANN001 - a matplotlib Figure
-    """One legend for the whole figure, below the panels, with every series."""
+def series_styles(names: pd.Series | list[str]) -> dict[str, dict[str, Any]]:
+    """Matplotlib line keywords per series name, the same in every panel.
+
+    Sorted names get the tab10 colors, :data:`LINE_STYLES` and :data:`MARKERS` in turn;
+    each series starts its markers at its own offset along the curve, so that two curves
+    that coincide show both their markers.
+    """
+    unique = sorted(set(names))
+    return {
+        name: {
+            "color": f"C{i % 10}",
+            "linestyle": LINE_STYLES[i % len(LINE_STYLES)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "markersize": 4,
+            "markevery": (MARK_EVERY * i / max(len(unique), 1), MARK_EVERY),
+        }
+        for i, name in enumerate(unique)
+    }
+
+
+def _legend(axes, styles: dict[str, dict[str, Any]]) -> None:  # noqa: ANN001 - Axes grid
+    """One legend for the whole figure, beside the top-right panel, with every series."""
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=c, lw=2) for c in colors.values()]
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    labels = [literal(c) for c in colors]
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(colors), 6), fontsize=8)
+    keys = ("color", "linestyle", "marker", "markersize")
+    handles = [Line2D([], [], lw=1.5, **{k: st[k] for k in keys}) for st in styles.values()]
+    labels = [literal(name) for name in styles]
+    axes[0, -1].legend(
+        handles,
+        labels,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize=8,
+        frameon=False,
+    )
+
+
+def plain_log_ticks(ax, axis: str = "y") -> None:  # noqa: ANN001 - a matplotlib Axes
+    """Label a log-scale axis with plain numbers (``0.5``, ``2``, ``100``), never
+    ``5x10^-1``, and give it at least three ticks when it can: the powers of ten inside
+    the axis's limits, else 1, 2 and 5 times them, else 1 to 9 times them (a span of
+    less than a decade), else round linear steps; thinned to at most eight, no minor
+    labels. Call it after the data are plotted."""
+    import numpy as np
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    if not (low > 0 and np.isfinite(high) and high > low):
+        return
+    first, last = int(np.floor(np.log10(low))), int(np.ceil(np.log10(high)))
+    inside = []
+    for steps in ((1.0,), (1.0, 2.0, 5.0), tuple(float(m) for m in range(1, 10))):
+        ladder = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+        inside = [v for v in ladder if low * (1 - 1e-9) <= v <= high * (1 + 1e-9)]
+        if len(inside) >= 3:
+            break
+    if len(inside) < 3:  # a narrow span: round linear steps inside it
+        inside = [v for v in MaxNLocator(nbins=4).tick_values(low, high) if low <= v <= high]
+    if len(inside) > 8:
+        inside = inside[:: int(np.ceil(len(inside) / 8))]
+    target.set_major_locator(FixedLocator(inside))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    target.set_minor_formatter(NullFormatter())
 
 
 def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    # the tight box takes in the legend beside the panels
+    fig.savefig(out, dpi=110, bbox_inches="tight", pad_inches=0.1)
     _pyplot().close(fig)
     return out
 
@@ -89,16 +156,16 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
     import numpy as np
 
     plt = _pyplot()
-    series, loop, benchmarks, colors = _loop_series(iterations)
+    series, loop, benchmarks, styles = _loop_series(iterations)
     fig, axes = plt.subplots(
-        1, len(benchmarks), figsize=(4.2 * len(benchmarks), 3.8), squeeze=False
+        1, len(benchmarks), figsize=(4.2 * len(benchmarks), 3.4), squeeze=False
     )
     for column, bench in enumerate(benchmarks):
         ax = axes[0, column]
         rows = loop[loop["benchmark"] == bench]
         grid = np.linspace(rows["t"].min(), rows["t"].max(), GRID_POINTS)
         for name in sorted(rows[series].unique()):
-            color = colors[name]
+            style = styles[name]
             curves = []
             for _, run in rows[rows[series] == name].groupby("seed"):
                 run = run.sort_values("t")
@@ -117,14 +184,15 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
                 warnings.simplefilter("ignore", RuntimeWarning)
                 spread = np.nanstd(stacked, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
             se = np.where(counts > 1, spread / np.sqrt(np.maximum(counts, 1)), 0.0)
-            ax.plot(grid, mean, color=color, lw=1.3)
-            ax.fill_between(grid, mean - se, mean + se, color=color, alpha=0.2)
+            ax.plot(grid, mean, lw=1.3, **style)
+            ax.fill_between(grid, mean - se, mean + se, color=style["color"], alpha=0.2)
         ax.set_title(literal(bench))
         ax.set_xlabel("time t")
     axes[0, 0].set_ylabel("average regret R_k / k")
     if title:
         fig.suptitle(literal(title))
-    _legend(fig, colors)
+    fig.tight_layout()
+    _legend(axes, styles)
     return _save(fig, path)
 
 
@@ -174,7 +242,7 @@ def dataset_size_figure(
         The written path.
     """
     plt = _pyplot()
-    series, loop, benchmarks, colors = _loop_series(iterations)
+    series, loop, benchmarks, styles = _loop_series(iterations)
     # the step clock charges no response time: its row would stay empty
     timed = bool((loop["response_time"].fillna(0) > 0).any())
     panels = 2 if timed else 1
@@ -186,22 +254,24 @@ def dataset_size_figure(
         squeeze=False,
     )
     for column, bench in enumerate(benchmarks):
-        for name, color in colors.items():
+        for name, style in styles.items():
             rows = loop[(loop["benchmark"] == bench) & (loop[series] == name)]
             if rows.empty:
                 continue
             rows = rows[rows["seed"] == rows["seed"].min()]
-            axes[0, column].plot(rows["t"], rows["dataset_size"], color=color, lw=1.2)
+            axes[0, column].plot(rows["t"], rows["dataset_size"], lw=1.2, **style)
             if timed:
-                axes[1, column].plot(rows["t"], rows["response_time"], color=color, lw=1.2)
+                axes[1, column].plot(rows["t"], rows["response_time"], lw=1.2, **style)
         axes[0, column].set_title(literal(bench))
         axes[-1, column].set_xlabel("time t")
         if timed:
             axes[1, column].set_yscale("log")
+            plain_log_ticks(axes[1, column])
     axes[0, 0].set_ylabel("dataset size |D|")
     if timed:
         axes[1, 0].set_ylabel("response time (s)")
     if title:
         fig.suptitle(literal(title))
-    _legend(fig, colors)
+    fig.tight_layout()
+    _legend(axes, styles)
     return _save(fig, path)

@@ -4,7 +4,9 @@
 :mod:`dynbo.report.tables` (average regret first, then the other metrics) and the
 figures of :mod:`dynbo.report.figures`, embedded as base64 PNG so that the page needs
 no network and no file beside it. The Markdown and LaTeX tables and the PNG files are
-written beside the page too, for papers and READMEs.
+written beside the page too, for papers and READMEs. The run animations (megabytes
+each) are the exception: GIF files beside the page, named by benchmark, policy and seed,
+that it links to and shows lazily.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-import json
 import os
 import re
 import shutil
+import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,12 @@ from dynbo.harness.store import Store, policy_variants
 from dynbo.report.figures import dataset_size_figure, overall_figure, regret_figure
 from dynbo.report.tables import METRICS, OVERALL, build_table
 
-__all__ = ["choose_campaign", "write_report"]
+__all__ = [
+    "animation_name",
+    "choose_campaign",
+    "stderr_progress",
+    "write_report",
+]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em;
@@ -38,6 +47,14 @@ tr.overall th, tr.overall td { border-top: 2px solid #444; }
 img { max-width: 100%; display: block; margin: 1em 0; }
 code { background: #f3f3f3; padding: 0 0.2em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
+dd { margin: 0; }
+ul.protocol { list-style: none; margin: 0; padding: 0; }
+ul.protocol li { display: inline-block; margin-right: 1.2em; }
+ul.protocol span { color: #555; }
+ul.protocol span::after { content: ":"; }
+sup.flag { color: #b00020; }
+.animations figure { margin: 1em 0; }
+.animations figcaption { color: #555; font-size: 0.9em; }
 """
 
 
@@ -60,11 +77,136 @@ def choose_campaign(store: Store, campaign_id: str | None) -> dict[str, Any]:
     return matches[0]
 
 
-def _animations(
-    finished: list[dict[str, Any]], variants: dict[str, str], out: Path
-) -> list[tuple[str, Path]]:
-    from dynbo.benchmarks import get
+def _spec(run: dict[str, Any]) -> Any:
+    """The :class:`~dynbo.harness.loop.RunSpec` of a stored run row."""
     from dynbo.harness.loop import Protocol, RunSpec
+
+    protocol = dict(run["protocol"])
+    if protocol.get("response_time") is not None:
+        protocol["response_time"] = tuple(protocol["response_time"])
+    return RunSpec(
+        benchmark=run["benchmark"],
+        policy=run["policy"],
+        seed=run["seed"],
+        protocol=Protocol(**protocol),
+        benchmark_options=run["benchmark_options"],
+        policy_options=run["policy_options"],
+        label=run["label"],
+    )
+
+
+def _benchmarks(finished: list[dict[str, Any]]) -> dict[str, Any]:
+    """label -> the benchmark its first finished run was built with (``None`` where it
+    cannot be rebuilt: the report then names the protocol's values only)."""
+    from dynbo.benchmarks import get
+    from dynbo.harness.loop import benchmark_options
+
+    out: dict[str, Any] = {}
+    for run in sorted(finished, key=lambda r: r["seed"]):
+        if run["label"] in out:
+            continue
+        try:
+            spec = _spec(run)
+            out[run["label"]] = get(spec.benchmark, **benchmark_options(spec))
+        except Exception:  # noqa: BLE001 - a report still shows what the store says
+            out[run["label"]] = None
+    return out
+
+
+def _number(value: float) -> str:
+    return f"{float(value):.6g}"
+
+
+def _protocol_items(
+    finished: list[dict[str, Any]], benchmarks: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """(name, readable value) of each protocol setting the runs used, the horizon and the
+    evaluation cost as they took effect (the benchmark's own when the protocol leaves them
+    unset); a setting that differs between benchmarks lists each benchmark's value."""
+    first: dict[str, dict[str, Any]] = {}
+    for run in sorted(finished, key=lambda r: r["seed"]):
+        first.setdefault(run["label"], run)
+    per_label: dict[str, dict[str, str]] = {}
+    for label, run in sorted(first.items()):
+        protocol = run["protocol"]
+        bench = benchmarks.get(label)
+        items: dict[str, str] = {"clock": str(protocol.get("clock"))}
+        unit = " steps" if bench is not None and bench.time_unit == "step" else " s"
+        for key, name in (("horizon", "horizon T"), ("cost", "evaluation cost c")):
+            value = protocol.get(key)
+            if value is not None:
+                items[name] = _number(value) + (unit if key == "horizon" else " s")
+            elif bench is not None:
+                items[name] = (
+                    _number(getattr(bench, key))
+                    + (unit if key == "horizon" else " s")
+                    + " (the benchmark's)"
+                )
+            else:
+                items[name] = "the benchmark's"
+        warmup = int(protocol.get("warmup") or 0)
+        fraction = float(protocol.get("warmup_fraction") or 0.0)
+        items["warm-up"] = (
+            f"{warmup} observations at times in [0, {_number(fraction)} T]" if warmup else "none"
+        )
+        items["threads"] = str(protocol.get("threads"))
+        if protocol.get("response_time") is not None:
+            terms = [
+                f"{float(v):.3g}{power}"
+                for v, power in zip(protocol["response_time"], ("", " n", " n^2", " n^3"))
+                if float(v) != 0.0
+            ]
+            items["response time R(n)"] = " + ".join(terms or ["0"]) + " s"
+        if protocol.get("max_iterations") is not None:
+            items["iterations at most"] = str(protocol["max_iterations"])
+        if protocol.get("additional_cost") is not None:
+            items["additional query cost"] = _number(protocol["additional_cost"]) + " s"
+        per_label[label] = items
+    names = list(dict.fromkeys(name for items in per_label.values() for name in items))
+    out = []
+    for name in names:
+        values = {label: items.get(name, "-") for label, items in per_label.items()}
+        if len(set(values.values())) == 1:
+            out.append((name, next(iter(values.values()))))
+        else:
+            out.append((name, "; ".join(f"{label}: {v}" for label, v in values.items())))
+    return out
+
+
+def _protocol_html(items: list[tuple[str, str]]) -> str:
+    return (
+        '<ul class="protocol">'
+        + "".join(
+            f"<li><span>{html.escape(name)}</span> {html.escape(value)}</li>"
+            for name, value in items
+        )
+        + "</ul>"
+    )
+
+
+def _slug(text: str) -> str:
+    """A file-name part: letters, digits, ``.`` and ``-`` kept, anything else ``-``."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", str(text)).strip("-.") or "x"
+
+
+def animation_name(label: str, variant: str, seed: int, taken: set[str] | None = None) -> str:
+    """The file name of a run's animation: ``animation_<benchmark>_<policy>_seed<k>.gif``
+    (names made file-safe; a ``-2``, ``-3``, ... suffix when ``taken`` has it already)."""
+    stem = f"animation_{_slug(label)}_{_slug(variant)}_seed{int(seed)}"
+    name, count = f"{stem}.gif", 1
+    while taken is not None and name in taken:
+        count += 1
+        name = f"{stem}-{count}.gif"
+    return name
+
+
+def _animations(
+    finished: list[dict[str, Any]],
+    variants: dict[str, str],
+    benchmarks: dict[str, Any],
+    out: Path,
+    progress: Callable[[str], None] | None,
+) -> list[tuple[str, Path]]:
     from dynbo.report.animation import run_animation
 
     first: dict[tuple[str, str], dict[str, Any]] = {}
@@ -72,25 +214,33 @@ def _animations(
         if not (run.get("summary") or {}).get("queries"):
             continue  # a run that made no query after its warm-up has nothing to show
         first.setdefault((run["label"], variants[run["run_id"]]), run)
-    made = []
-    for index, ((label, variant), run) in enumerate(sorted(first.items())):
-        if get(run["benchmark"], **run["benchmark_options"]).dim != 1:
-            continue
-        protocol = dict(run["protocol"])
-        if protocol.get("response_time") is not None:
-            protocol["response_time"] = tuple(protocol["response_time"])
-        spec = RunSpec(
-            benchmark=run["benchmark"],
-            policy=run["policy"],
-            seed=run["seed"],
-            protocol=Protocol(**protocol),
-            benchmark_options=run["benchmark_options"],
-            policy_options=run["policy_options"],
-            label=label,
-        )
-        path = run_animation(spec, out / f"animation_{index}.gif")
+    chosen = [
+        (label, variant, run)
+        for (label, variant), run in sorted(first.items())
+        if benchmarks.get(label) is not None and benchmarks[label].dim == 1
+    ]
+    made: list[tuple[str, Path]] = []
+    taken: set[str] = set()
+    started = time.perf_counter()
+    for index, (label, variant, run) in enumerate(chosen, start=1):
+        name = animation_name(label, variant, run["seed"], taken)
+        taken.add(name)
+        if progress is not None:
+            progress(
+                f"animation {index}/{len(chosen)}: {variant} on {label}, seed {run['seed']} "
+                f"(re-run; {time.perf_counter() - started:.0f} s so far)"
+            )
+        path = run_animation(_spec(run), out / name)
         made.append((f"A run of {variant} on {label} (seed {run['seed']})", path))
+    if progress is not None and chosen:
+        progress(f"{len(chosen)} animations in {time.perf_counter() - started:.0f} s")
     return made
+
+
+def stderr_progress(line: str) -> None:
+    """Print a progress line to standard error (plain lines: fit for a terminal and a log
+    file alike; one line per animation, each a few seconds or more apart)."""
+    print(f"dynbo report: {line}", file=sys.stderr, flush=True)
 
 
 def _image(path: Path, alt: str) -> str:
@@ -105,6 +255,7 @@ def write_report(
     *,
     animate: bool = False,
     extra_html: str | None = None,
+    progress: Callable[[str], None] | None = stderr_progress,
 ) -> Path:
     """Write ``index.html`` (and ``table.md``, ``table.tex``, the PNGs) into ``out_dir``.
 
@@ -113,9 +264,14 @@ def write_report(
         out_dir: directory to write into (created if missing).
         campaign_id: the campaign (an id or a unique prefix); default: the newest.
         animate: add a GIF of the first finished seed of each variant on each 1-D
-            benchmark (:func:`dynbo.report.animation.run_animation`, which re-runs it).
+            benchmark (:func:`dynbo.report.animation.run_animation`, which re-runs it),
+            written beside the page as ``animation_<benchmark>_<policy>_seed<k>.gif``
+            (:func:`animation_name`) and linked from it, not embedded.
         extra_html: an HTML fragment inserted after the main table (``dynbo
             reproduce`` puts the paper's published numbers there).
+        progress: called with one line before each animation's re-run and once at the
+            end (the slow part: seconds to minutes each); default
+            :func:`stderr_progress`, ``None`` for silence.
 
     Returns:
         The path of ``index.html``.
@@ -148,7 +304,7 @@ def write_report(
     target.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _write_files(out, campaign, runs, finished, frame, variants, animate, extra_html)
+        _write_files(out, campaign, runs, finished, frame, variants, animate, extra_html, progress)
         written = {path.name for path in out.iterdir()}
         for path in out.iterdir():
             os.replace(path, target / path.name)
@@ -166,7 +322,7 @@ def write_report(
     return target / "index.html"
 
 
-#: the files a report writes (with ``animation_<i>.gif``; ``paper_table.md`` is
+#: the files a report writes (with ``animation_*.gif``; ``paper_table.md`` is
 #: ``dynbo reproduce``'s): a new report into the same folder removes the old ones
 REPORT_FILES = frozenset(
     {"index.html", "table.md", "table.tex", "regret.png", "dataset_size.png", "overall.png"}
@@ -175,7 +331,8 @@ REPORT_FILES = frozenset(
 
 
 def _is_report_file(name: str) -> bool:
-    return name in REPORT_FILES or re.fullmatch(r"animation_\d+\.gif", name) is not None
+    # animation_<i>.gif of earlier versions, animation_<benchmark>_<policy>_seed<k>.gif now
+    return name in REPORT_FILES or re.fullmatch(r"animation_[A-Za-z0-9._-]+\.gif", name) is not None
 
 
 def check_report_folder(target: Path) -> None:
@@ -202,6 +359,7 @@ def _write_files(
     variants: dict[str, str],
     animate: bool,
     extra_html: str | None,
+    progress: Callable[[str], None] | None,
 ) -> None:
     """The report's files (:func:`write_report`) into the folder ``out``."""
     cid = campaign["campaign_id"]
@@ -224,9 +382,9 @@ def _write_files(
     if OVERALL in main.rows:
         figures.append(("Normalized overall score", overall_figure(main, out / "overall.png")))
 
-    animations = _animations(finished, variants, out) if animate else []
+    benchmarks = _benchmarks(finished)
+    animations = _animations(finished, variants, benchmarks, out, progress) if animate else []
     failed = [r for r in runs if r["status"] != "done"]
-    protocol = finished[0]["protocol"]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -236,7 +394,7 @@ def _write_files(
         "<dl>",
         f"<dt>campaign</dt><dd><code>{html.escape(cid)}</code></dd>",
         f"<dt>runs</dt><dd>{len(finished)} finished, {len(failed)} failed</dd>",
-        f"<dt>protocol</dt><dd><code>{html.escape(json.dumps(protocol))}</code></dd>",
+        f"<dt>protocol</dt><dd>{_protocol_html(_protocol_items(finished, benchmarks))}</dd>",
         f"<dt>written</dt><dd>{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}</dd>",
         "</dl>",
         f"<h2>{html.escape(METRICS.get(main.metric, (main.metric,))[0].capitalize())}</h2>",
@@ -246,12 +404,17 @@ def _write_files(
         parts.append(extra_html)
     for title, path in figures:
         parts += [f"<h2>{html.escape(title)}</h2>", _image(path, title)]
-    for title, path in animations:
-        data = base64.b64encode(path.read_bytes()).decode()
-        parts += [
-            f"<h2>{html.escape(title)}</h2>",
-            f'<img src="data:image/gif;base64,{data}" alt="{html.escape(title)}">',
-        ]
+    if animations:
+        # beside the page, not inside it: the GIFs are megabytes each
+        parts.append('<h2>Runs animated</h2><div class="animations">')
+        for title, path in animations:
+            href = html.escape(path.name)
+            parts.append(
+                f'<figure><a href="{href}"><img src="{href}" loading="lazy" '
+                f'alt="{html.escape(title)}"></a><figcaption>{html.escape(title)} '
+                f'(<a href="{href}">{href}</a>)</figcaption></figure>'
+            )
+        parts.append("</div>")
     for metric, table in tables.items():
         if table is main:
             continue

@@ -14,7 +14,13 @@ The OVERALL row (the papers' last row) normalizes each benchmark: every run's va
 value of any run (any variant, any seed) on that benchmark; a variant's score for a seed
 is the mean of its normalized values over the benchmarks, and the row shows the mean
 +- standard error of that score over the seeds that ran every benchmark. 0 is the best
-run of every benchmark, 1 the worst.
+run of every benchmark, 1 the worst. Metrics that are neither better low nor high (the
+number of queries, the dataset size) have no best: their tables have neither marks nor
+OVERALL row.
+
+A metric that sums over the queries (the cumulative regret) favors a policy that makes
+fewer of them: when the best of a row made fewer queries on average than another variant
+of that row, its cell carries a dagger and the caption says why.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import html
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dynbo.harness.campaign import OVERALL_ROW
@@ -51,6 +57,12 @@ METRICS: dict[str, tuple[str, bool | None]] = {
 }
 
 OVERALL = OVERALL_ROW
+
+#: metrics that add up one term per query: fewer queries alone make them smaller
+SUMS_OVER_QUERIES = frozenset({"cumulative_regret"})
+
+#: the mark of a best cell that made fewer queries than another variant of its row
+FEWER_QUERIES_MARK = "†"
 
 #: LaTeX's special characters in text, each as it is written (one pass: no character
 #: of a replacement is replaced again)
@@ -105,15 +117,22 @@ def _values(
 
 @dataclass(frozen=True)
 class Cell:
-    """One table entry: mean, standard error, seeds, and its marks."""
+    """One table entry: mean, standard error, seeds, and its marks.
+
+    ``flag`` is a footnote mark (:data:`FEWER_QUERIES_MARK` or empty) and ``note`` the
+    sentence it stands for in this cell (HTML shows it on hover).
+    """
 
     mean: float
     se: float
     seeds: int
     bold: bool = False
     underline: bool = False
+    flag: str = ""
+    note: str = ""
 
     def text(self, digits: int = 3) -> str:
+        """``mean ± se`` (``mean`` alone with one seed) with ``digits`` significant digits."""
         if math.isnan(self.se):
             return f"{self.mean:.{digits}g}"
         return f"{self.mean:.{digits}g} ± {self.se:.2g}"
@@ -142,6 +161,12 @@ class Table:
                 " OVERALL: each benchmark min-max normalized over all its runs (0 = best run, "
                 "1 = worst), averaged over the benchmarks per seed; mean ± se over seeds."
             )
+        if any(cell.flag == FEWER_QUERIES_MARK for cell in self.cells.values()):
+            text += (
+                f" {FEWER_QUERIES_MARK} The best of the row made fewer queries on average than "
+                "another policy: a sum over queries favors querying less (compare the average "
+                "regret per query)."
+            )
         return text
 
     def markdown(self) -> str:
@@ -157,6 +182,8 @@ class Table:
                     text = f"<u>{text}</u>"
                 if cell is not None and cell.bold:
                     text = f"**{text}**"
+                if cell is not None and cell.flag:
+                    text += f" {cell.flag}"
                 cells.append(text)
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
         return "\n".join(lines) + f"\n\n{self.caption}\n"
@@ -187,11 +214,15 @@ class Table:
                     text = rf"\underline{{{text}}}"
                 if cell.bold:
                     text = rf"\textbf{{{text}}}"
+                if cell.flag:
+                    text += r"$^\dagger$"
                 cells.append(text)
             if row == OVERALL:
                 lines.append(r"\hline")
             lines.append(escape(row) + " & " + " & ".join(cells) + r" \\")
-        caption = escape(self.caption).replace("±", r"$\pm$")
+        caption = (
+            escape(self.caption).replace("±", r"$\pm$").replace(FEWER_QUERIES_MARK, r"$^\dagger$")
+        )
         lines += [r"\hline", r"\end{tabular}", r"\caption{" + caption + "}", r"\end{table}"]
         return "\n".join(lines) + "\n"
 
@@ -215,7 +246,11 @@ class Table:
                     text = f"<u>{text}</u>"
                 if cell.bold:
                     text = f"<b>{text}</b>"
-                cells.append(f'<td data-mean="{cell.mean!r}">{text}</td>')
+                attrs = f' data-mean="{cell.mean!r}"'
+                if cell.flag:
+                    text += f' <sup class="flag">{html.escape(cell.flag)}</sup>'
+                    attrs += f' title="{html.escape(cell.note)}"'
+                cells.append(f"<td{attrs}>{text}</td>")
             css = ' class="overall"' if row == OVERALL else ""
             out.append(f"<tr{css}><th>{html.escape(row)}</th>{''.join(cells)}</tr>")
         out.append("</tbody></table>")
@@ -257,7 +292,8 @@ def build_table(
         runs: run rows of :meth:`dynbo.harness.Store.runs`.
         metric: a run summary key (:data:`METRICS` lists the usual ones).
         config: the campaign's configuration (policy entry labels).
-        overall: add the OVERALL row (only with two or more benchmarks).
+        overall: add the OVERALL row (only with two or more benchmarks, and only for a
+            metric with a better direction: a count such as ``queries`` has no best run).
 
     Raises:
         ValueError: if no finished run has the metric.
@@ -266,6 +302,8 @@ def build_table(
     if not values:
         raise ValueError(f"no finished run has the metric {metric!r}")
     _, lower = METRICS.get(metric, (metric, None))
+    if lower is None:
+        overall = False  # no best run to normalize against
     rows = sorted({b for b, _ in values})
     columns = sorted({v for _, v in values})
     cells: dict[tuple[str, str], Cell] = {}
@@ -277,6 +315,8 @@ def build_table(
         }
         for column, cell in _mark(line, lower).items():
             cells[(row, column)] = cell
+    if metric in SUMS_OVER_QUERIES:
+        _flag_fewer_queries(cells, _values(runs, "queries", config), rows)
     if overall and len(rows) > 1:
         scores = _overall_scores(values, rows, columns)
         line = {
@@ -290,6 +330,31 @@ def build_table(
         if line:
             rows = [*rows, OVERALL]
     return Table(metric=metric, rows=tuple(rows), columns=tuple(columns), cells=cells)
+
+
+def _flag_fewer_queries(
+    cells: dict[tuple[str, str], Cell],
+    queries: dict[tuple[str, str], dict[int, float]],
+    rows: list[str],
+) -> None:
+    """Flag, in place, each row's bold cell whose variant made fewer queries on average
+    than another variant of that row (their mean number of queries over seeds)."""
+    for row in rows:
+        counts = {
+            column: sum(per_seed.values()) / len(per_seed)
+            for (bench, column), per_seed in queries.items()
+            if bench == row and per_seed and (row, column) in cells
+        }
+        best = next((c for (r, c), cell in cells.items() if r == row and cell.bold), None)
+        if best is None or best not in counts or not counts:
+            continue
+        most = max(counts, key=counts.__getitem__)
+        if counts[best] < counts[most]:
+            note = (
+                f"{best} made {counts[best]:.3g} queries on average, "
+                f"{most} {counts[most]:.3g}: a sum over queries favors querying less"
+            )
+            cells[(row, best)] = replace(cells[(row, best)], flag=FEWER_QUERIES_MARK, note=note)
 
 
 def _overall_scores(
@@ -337,7 +402,7 @@ def summary_table(
     texts = {}
     for key, cell in table.cells.items():
         mark = "*" if cell.bold else ("_" if cell.underline else " ")
-        texts[key] = cell.text() + mark
+        texts[key] = cell.text() + mark + cell.flag
     width = max([len(c) for c in table.columns] + [len(t) for t in texts.values()]) + 2
     first = max(len(r) for r in [*table.rows, metric]) + 2
     lines = [f"{metric:<{first}}" + "".join(f"{c:>{width}}" for c in table.columns)]

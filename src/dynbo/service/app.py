@@ -3,6 +3,7 @@
 Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
 
     GET    /                              the dashboard (HTML, no external assets)
+    GET    /dashboard/data                the dashboard's data (JSON; the page refreshes)
     GET    /health                        {"status": "ok", "studies": n}
     GET    /studies                       every study with its counts
     POST   /studies                       create: {name, policy, bounds, options, seed, clock}
@@ -52,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from dynbo.service.dashboard import render_dashboard
+from dynbo.service.dashboard import dashboard_data, dashboard_json, render_dashboard
 from dynbo.service.storage import DamagedLog, ServiceStore
 from dynbo.service.studies import MAX_KEY_LENGTH, ServiceError, StudyManager
 
@@ -391,8 +392,13 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def dashboard() -> HTMLResponse:
-        page = await run_in_threadpool(_dashboard_page, manager())
-        return HTMLResponse(page)
+        studies = await run_in_threadpool(dashboard_data, manager())
+        return HTMLResponse(render_dashboard(studies))
+
+    @app.get("/dashboard/data", include_in_schema=False)
+    async def dashboard_refresh() -> Response:
+        studies = await run_in_threadpool(dashboard_data, manager())
+        return Response(dashboard_json({"studies": studies}), media_type="application/json")
 
     @app.get("/health", summary="Liveness")
     async def health() -> dict[str, Any]:
@@ -520,21 +526,6 @@ def _csv(events: list[Any]) -> str:
             ]
         )
     return out.getvalue()
-
-
-def _dashboard_page(manager: StudyManager) -> str:
-    studies = manager.studies()
-    for study in studies:
-        try:
-            events = manager.store.events(study["name"], limit=2000)
-        except DamagedLog as err:  # one damaged study does not hide the others
-            study["damaged"] = str(err)
-            continue
-        study["observed"] = [[e.t, e.y] for e in events if e.kind == "observe"]
-        study["suggested"] = [
-            [e.query_id, e.dataset_size, e.seconds] for e in events if e.kind == "suggest"
-        ]
-    return render_dashboard(studies)
 
 
 def serve(
