@@ -53,6 +53,8 @@ ul.protocol li { display: inline-block; margin-right: 1.2em; }
 ul.protocol span { color: #555; }
 ul.protocol span::after { content: ":"; }
 sup.flag { color: #b00020; }
+.animations { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
+              gap: 0 1.5em; }
 .animations figure { margin: 1em 0; }
 .animations figcaption { color: #555; font-size: 0.9em; }
 """
