@@ -66,8 +66,10 @@ __all__ = [
     "Campaign",
     "CampaignOutcome",
     "DEFAULT_RESPONSE_TIME",
+    "campaign_labels",
     "connect_scheduler",
     "load_campaign",
+    "record_missing_labels",
     "run_campaign",
     "validate_campaign",
 ]
@@ -703,6 +705,25 @@ def connect_scheduler(address: Any) -> Any:
         raise ValueError(f"cannot reach a Dask scheduler at {address!r}: {reason}") from None
 
 
+def campaign_labels(campaign: Campaign) -> dict[str, str]:
+    """``run_id -> label``: the row the campaign shows each of its runs in (its benchmark
+    entry's label, ``suite/label`` in a campaign of several suites), which the store
+    records beside the campaign's links."""
+    return {spec.run_id: spec.display_benchmark for spec in campaign.specs}
+
+
+def record_missing_labels(store: Store) -> None:
+    """Fill in the label records of the campaigns of a store written before the store
+    kept them, from each campaign's stored configuration (one that no longer builds, with
+    a policy this version lacks say, is left to the labels its runs were stored with)."""
+    for stored in store.unlabelled_campaigns():
+        try:
+            campaign = build_campaign(stored["config"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        store.record_labels(stored["campaign_id"], campaign_labels(campaign))
+
+
 def _run_campaign(
     campaign: Campaign,
     store: Store,
@@ -713,7 +734,8 @@ def _run_campaign(
     on_result: Callable[[RunResult], None] | None,
 ) -> CampaignOutcome:
     store.add_campaign(campaign.campaign_id, campaign.name, dict(campaign.config))
-    store.link(campaign.campaign_id, [s.run_id for s in campaign.specs])
+    store.link(campaign.campaign_id, [s.run_id for s in campaign.specs], campaign_labels(campaign))
+    record_missing_labels(store)
     stored = store.completed_run_ids(include_failed=not retry_failed)
     pending = [s for s in campaign.specs if s.run_id not in stored]
     # the same run may appear twice in a config; run it once

@@ -81,6 +81,12 @@ CREATE TABLE IF NOT EXISTS campaign_runs (
     run_id TEXT NOT NULL,
     PRIMARY KEY (campaign_id, run_id)
 );
+CREATE TABLE IF NOT EXISTS campaign_labels (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
+    run_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    PRIMARY KEY (campaign_id, run_id)
+);
 CREATE TABLE IF NOT EXISTS iterations (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
     k INTEGER NOT NULL,
@@ -213,7 +219,7 @@ class Store:
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = store_path(path, "result store")
         self.read_only = read_only
-        self._campaign_labels: dict[str, dict[str, str]] = {}
+        self._label_table: bool | None = None
         if read_only:
             self._conn = self._open_read_only()
             return
@@ -304,13 +310,44 @@ class Store:
                 (campaign_id, name, to_json(config), time.time()),
             )
 
-    def link(self, campaign_id: str, run_ids: Iterable[str]) -> None:
-        """Declare that a campaign consists of these runs (idempotent)."""
+    def link(
+        self,
+        campaign_id: str,
+        run_ids: Iterable[str],
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        """Declare that a campaign consists of these runs (idempotent).
+
+        Args:
+            campaign_id: a campaign registered by :meth:`add_campaign`.
+            run_ids: the ids of its runs.
+            labels: ``run_id -> label``, the row the campaign shows each run in
+                (:meth:`campaign_labels`); runs it leaves out show the label they were
+                stored with.
+        """
+        run_ids = list(run_ids)
         with self._transaction():
             self._conn.executemany(
                 "INSERT OR IGNORE INTO campaign_runs(campaign_id, run_id) VALUES (?, ?)",
                 [(campaign_id, r) for r in run_ids],
             )
+            if labels:
+                self._write_labels(campaign_id, labels)
+
+    def record_labels(self, campaign_id: str, labels: Mapping[str, str]) -> None:
+        """Record the label the campaign shows each of its linked runs in (``run_id ->
+        label``; ids the campaign does not link are ignored). For stores written before
+        labels were records: whoever knows the campaign fills them in."""
+        with self._transaction():
+            self._write_labels(campaign_id, labels)
+
+    def _write_labels(self, campaign_id: str, labels: Mapping[str, str]) -> None:
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO campaign_labels(campaign_id, run_id, label) "
+            "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM campaign_runs "
+            "WHERE campaign_id = ? AND run_id = ?)",
+            [(campaign_id, r, str(label), campaign_id, r) for r, label in labels.items()],
+        )
 
     def save_run(self, result: RunResult) -> bool:
         """Store a run atomically; returns False if it was already stored as finished.
@@ -456,28 +493,35 @@ class Store:
         A run is stored once and may belong to several campaigns, which may show it
         under different labels (a benchmark entry labelled differently, the
         ``suite/label`` rows of a campaign of several suites); the runs table keeps the
-        label of the campaign that stored it first. The campaign's own configuration
-        says its labels. Runs that configuration no longer gives (a policy this version
-        lacks, a changed calibration file) keep the stored label.
+        label of the campaign that stored it first, and the campaign's own labels are
+        records beside its links (:meth:`link`). A run without such a record (a store
+        written before labels were records, until its campaign runs again) keeps the
+        stored label.
         """
-        from dynbo.harness.campaign import build_campaign
+        if not self._has_label_records():
+            return {}
+        rows = self._conn.execute(
+            "SELECT run_id, label FROM campaign_labels WHERE campaign_id=?", (campaign_id,)
+        )
+        return dict(rows.fetchall())
 
-        # a campaign's stored configuration is written once: its labels never change
-        cached = self._campaign_labels.get(campaign_id)
-        if cached is not None:
-            return cached
-        row = self._conn.execute(
-            "SELECT config FROM campaigns WHERE campaign_id=?", (campaign_id,)
-        ).fetchone()
-        if row is None:
-            return {}
-        try:
-            campaign = build_campaign(json.loads(row[0]))
-        except (ValueError, TypeError, KeyError):
-            return {}
-        labels = {spec.run_id: spec.display_benchmark for spec in campaign.specs}
-        self._campaign_labels[campaign_id] = labels
-        return labels
+    def unlabelled_campaigns(self) -> list[dict[str, Any]]:
+        """The campaigns (as :meth:`campaigns` gives them) that link runs but hold no label
+        records: those of a store written before labels were records."""
+        if not self._has_label_records():
+            return [c for c in self.campaigns() if c["linked"]]
+        labelled = {r[0] for r in self._conn.execute("SELECT campaign_id FROM campaign_labels")}
+        return [c for c in self.campaigns() if c["linked"] and c["campaign_id"] not in labelled]
+
+    def _has_label_records(self) -> bool:
+        # a writable store creates the table on opening; a store of the previous layout
+        # opened read-only has none
+        if self._label_table is None:
+            found = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='campaign_labels'"
+            ).fetchone()
+            self._label_table = found is not None
+        return self._label_table
 
     def iteration_rows(self, run_ids: Iterable[str] | None = None) -> list[tuple[Any, ...]]:
         """Raw iteration rows ordered by ``(run_id, k)`` (the canonical table)."""

@@ -1,0 +1,82 @@
+BEGIN TRANSACTION;
+CREATE TABLE campaign_runs (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(campaign_id),
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (campaign_id, run_id)
+);
+INSERT INTO "campaign_runs" VALUES('85f406f90a11ff5f','e62e7c77d9be86bc54dd');
+INSERT INTO "campaign_runs" VALUES('8fdb02b9b58bba8c','e62e7c77d9be86bc54dd');
+CREATE TABLE campaigns (
+    campaign_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    config TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+INSERT INTO "campaigns" VALUES('85f406f90a11ff5f','first','{"benchmarks":[{"label":"h3","name":"hartmann3","options":{"cost":0.5,"dim":2,"horizon":6.0}}],"name":"first","policies":[{"name":"gp-ucb","options":{"raw_samples":16,"restarts":1}}],"protocol":{"clock":"step","warmup":3},"seeds":1}',1.7956876083223893642e+09);
+INSERT INTO "campaigns" VALUES('8fdb02b9b58bba8c','relabelled','{"benchmarks":[{"label":"hartmann, 2-D","name":"hartmann3","options":{"cost":0.5,"dim":2,"horizon":6.0}}],"name":"relabelled","policies":[{"name":"gp-ucb","options":{"raw_samples":16,"restarts":1}}],"protocol":{"clock":"step","warmup":3},"seeds":1}',1.79568760965134167667e+09);
+CREATE TABLE iterations (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    k INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    s REAL NOT NULL,
+    t REAL NOT NULL,
+    x TEXT NOT NULL,
+    y REAL NOT NULL,
+    f REAL NOT NULL,
+    f_max REAL NOT NULL,
+    regret REAL NOT NULL,
+    dataset_size INTEGER,
+    response_time REAL,
+    fit_seconds REAL,
+    acquisition_seconds REAL,
+    cleaning_seconds REAL,
+    removed INTEGER,
+    reset INTEGER,
+    additional_queries INTEGER,
+    hyperparameters TEXT,
+    extra TEXT,
+    PRIMARY KEY (run_id, k)
+);
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',-3,1,0.0,0.0,'[0.6369616873214543,0.2697867137638703]',9.78612619040368364453e-02,0.074836988704281,1.1724705820919387178e-01,4.24100695049128700864e-02,1,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL);
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',-2,1,0.0,0.0,'[0.04097352393619469,0.016527635528529094]',-1.42489386786572524989e-01,7.6763154034350161714e-02,1.1724705820919387178e-01,4.04839041748437100665e-02,2,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL);
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',-1,1,0.0,0.0,'[0.8132702392002724,0.9127555772777217]',-1.82613054182266920655e-01,1.80656283629308095622e-04,1.1724705820919387178e-01,1.17066401925564569919e-01,3,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL);
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',1,0,1.0,1.0,'[0.6939012358045614,0.20726061087548658]',2.65817425566512277601e-01,4.95658799272945038705e-01,0.738090775044671,2.42431975771725982671e-01,3,0.0,NULL,NULL,NULL,0,0,0,'{"lengthscale_space":[0.18880020338038053],"lengthscale_time":null,"noise":0.006739525975782981,"outputscale":0.6702645838259123}','{}');
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',2,0,2.0,2.0,'[0.7402916787212565,0.15641381307727042]',4.45259590690565587589e-01,0.573712507042686,8.80346699285619704866e-01,3.06634192242933756311e-01,4,0.0,NULL,NULL,NULL,0,0,0,'{"lengthscale_space":[0.12474190051823396],"lengthscale_time":null,"noise":0.006765100740240735,"outputscale":0.8012772026810807}','{}');
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',3,0,3.0,3.0,'[0.8373176206887342,0.05250548253826694]',5.71934343612344409102e-01,1.31176315985189112511e-01,2.77245633553997894438e+00,2.64128001955479,5,0.0,NULL,NULL,NULL,0,0,0,'{"lengthscale_space":[0.21621743743242064],"lengthscale_time":null,"noise":0.006466613457401432,"outputscale":1.1340827565337706}','{}');
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',4,0,4.0,4.0,'[0.9850295121832767,0.13099425150233343]',5.33095163955286333035e-01,4.4513792425466724989e-01,2.59220601412598572466e+00,2.14706808987131836374e+00,6,0.0,NULL,NULL,NULL,0,0,0,'{"lengthscale_space":[0.31699777023577536],"lengthscale_time":null,"noise":0.005834967658077068,"outputscale":1.1444279979547627}','{}');
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',5,0,5.0,5.0,'[1.0,0.0]',2.29630942648099134473e-01,2.30147287083423246478e-01,3.82827536303156135133e+00,3.59812807594813799383e+00,7,0.0,NULL,NULL,NULL,0,0,0,'{"lengthscale_space":[0.38075916356826534],"lengthscale_time":null,"noise":0.006254317890250318,"outputscale":1.192488073819568}','{}');
+INSERT INTO "iterations" VALUES('e62e7c77d9be86bc54dd',6,0,6.0,6.0,'[0.9129333964252225,0.22328480569296194]',1.51050130772670820888e-02,6.13343093973991226874e-01,2.08704464634402153677e+00,1.4737015523700303099e+00,8,0.0,NULL,NULL,NULL,0,0,0,'{"lengthscale_space":[0.24871498156531077],"lengthscale_time":null,"noise":0.005715346626137934,"outputscale":1.3115570992688488}','{}');
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO "meta" VALUES('schema','1');
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    benchmark TEXT NOT NULL,
+    label TEXT NOT NULL,
+    benchmark_options TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    policy_options TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    protocol TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+    error TEXT,
+    summary TEXT NOT NULL,
+    wall_seconds REAL NOT NULL,
+    finished_at REAL NOT NULL
+);
+INSERT INTO "runs" VALUES('e62e7c77d9be86bc54dd','hartmann3','h3','{"cost":0.5,"dim":2,"horizon":6.0}','gp-ucb','{"raw_samples":16,"restarts":1}',0,'{"clock":"step","cost":null,"horizon":null,"response_time":null,"threads":1,"warmup":3,"warmup_fraction":0.025}','done',NULL,'{"additional_queries":0,"average_regret":1.734873984293156,"cumulative_regret":10.409243905758936,"final_dataset_size":8,"max_dataset_size":8,"mean_response_time":0.0,"queries":6,"time_averaged_regret":1.734873984293156,"warmup_average_regret":0.06665345853510705}',1.29225577200008956424e+00,1.79568760964928197856e+09);
+CREATE TABLE timings (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    k INTEGER NOT NULL,
+    measured_seconds REAL NOT NULL,
+    fit_seconds REAL,
+    acquisition_seconds REAL,
+    cleaning_seconds REAL,
+    PRIMARY KEY (run_id, k)
+);
+INSERT INTO "timings" VALUES('e62e7c77d9be86bc54dd',1,7.34565082000017355312e-01,2.39082470000084867933e-02,7.10357415999851582455e-01,6.18100011706701479852e-06);
+INSERT INTO "timings" VALUES('e62e7c77d9be86bc54dd',2,7.3552681000137454248e-02,0.0386235889998261,3.12149680000857188133e-02,5.19000013810000382363e-06);
+INSERT INTO "timings" VALUES('e62e7c77d9be86bc54dd',3,6.29807140001048537669e-02,3.92774009999357076594e-02,1.72619780000786704476e-02,6.73099998493853490799e-06);
+INSERT INTO "timings" VALUES('e62e7c77d9be86bc54dd',4,0.0595306929999424,3.51952190001156850485e-02,1.78566080001019145129e-02,5.04999979966669343411e-06);
+INSERT INTO "timings" VALUES('e62e7c77d9be86bc54dd',5,2.32280059999538934789e-02,1.68985489999613491818e-02,4.35786600019127945415e-03,5.13999998474901076406e-06);
+INSERT INTO "timings" VALUES('e62e7c77d9be86bc54dd',6,3.09823439999945549061e-02,1.88273300000219023786e-02,1.01104860000305052381e-02,4.62899993181054e-06);
+COMMIT;
