@@ -400,9 +400,11 @@ def summary_table(
         )
         return f"(none of the {len(finished)} finished runs has a value of {metric}{reason})"
     texts = {}
+    # a column of its own for the flag, so that the marks stay aligned
+    flag_width = max(len(cell.flag) for cell in table.cells.values())
     for key, cell in table.cells.items():
         mark = "*" if cell.bold else ("_" if cell.underline else " ")
-        texts[key] = cell.text() + mark + cell.flag
+        texts[key] = cell.text() + mark + cell.flag.ljust(flag_width)
     width = max([len(c) for c in table.columns] + [len(t) for t in texts.values()]) + 2
     first = max(len(r) for r in [*table.rows, metric]) + 2
     lines = [f"{metric:<{first}}" + "".join(f"{c:>{width}}" for c in table.columns)]
