@@ -8,6 +8,7 @@ documents every key with a complete example. In short::
     benchmarks = ["eggholder", {name = "hartmann3", options = {noise_variance = 0.05}}]
     policies = ["gp-ucb", {name = "wdbo", options = {alpha = 0.25}}]
     seeds = 3                                # or a list: [0, 4, 7]
+    references = ["random", "oracle-lag"]    # reference players beside the policies
 
     [protocol]
     clock = "modeled"                        # wall | measured | modeled | step
@@ -78,7 +79,7 @@ __all__ = [
 #: calibration file gives one (the order of magnitude of BOLT's worked example).
 DEFAULT_RESPONSE_TIME = (0.05, 0.0, 0.0, 2e-7)
 
-_TOP_KEYS = {"name", "suites", "benchmarks", "policies", "seeds", "protocol"}
+_TOP_KEYS = {"name", "suites", "benchmarks", "policies", "seeds", "protocol", "references"}
 _PROTOCOL_KEYS = {
     "clock",
     "horizon",
@@ -303,6 +304,24 @@ def _check_suites_agree(
             )
 
 
+def _references(config: Mapping[str, Any]) -> list[str]:
+    """The reference players a campaign adds to its policies (default: none)."""
+    from dynbo.harness.references import reference_names
+
+    value = config.get("references", [])
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValueError(f"references must be a list of reference players, got {_short(value)}")
+    known = reference_names()
+    for name in value:
+        if name not in known:
+            raise ValueError(
+                f"unknown reference player {_short(name)}; available: {', '.join(known)}"
+            )
+    if len(set(value)) != len(value):
+        raise ValueError(f"references lists a player twice: {_short(value)}")
+    return list(value)
+
+
 def build_campaign(config: Mapping[str, Any]) -> Campaign:
     """Expand a campaign config (see the module docstring) into its runs.
 
@@ -311,6 +330,7 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
             policy; bad seeds; bad protocol values).
     """
     from dynbo import benchmarks as registry
+    from dynbo.harness.references import reference_names
     from dynbo.policies import available
 
     unknown = set(config) - _TOP_KEYS
@@ -327,7 +347,7 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     policy_entries: list[tuple[str, dict[str, Any], str | None]] = []
     seeds: list[int] | None = None
     protocol_values: dict[str, Any] = {}
-    known_policies = set(available())
+    known_policies = set(available()) | set(reference_names())
     skipped: list[str] = []
     _check_plain_values(config, "the campaign")
     protocol_section = config.get("protocol", {})
@@ -364,6 +384,8 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
         raise ValueError("the campaign names no benchmarks (give 'suites' or 'benchmarks')")
     if not policy_entries:
         raise ValueError("the campaign names no policies (give 'suites' or 'policies')")
+    listed = {q for q, _, _ in policy_entries}
+    policy_entries += [(p, {}, None) for p in _references(config) if p not in listed]
     _check_distinct_headings(bench_entries, policy_entries)
     names = set(registry.names())
     for name, _, _ in bench_entries:

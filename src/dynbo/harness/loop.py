@@ -262,9 +262,14 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
 
     The benchmark's candidates (and their given covariance), temporal kernel and (for
     the policies that take it) noise variance, and the horizon as the time unit of the
-    temporal prior, are defaults the spec's options may override.
+    temporal prior, are defaults the spec's options may override. A reference player's
+    name (``random``, ``oracle-lag``: :mod:`dynbo.harness.references`) gives that player.
     """
+    from dynbo.harness.references import make_reference, reference_names
     from dynbo.policies import make, policy_class
+
+    if spec.policy in reference_names():
+        return make_reference(spec.policy, bench, int(spec.seed), spec.policy_options)
 
     for owned in ("seed", "bounds"):
         if owned in spec.policy_options:
