@@ -132,3 +132,96 @@ def test_a_campaign_adds_the_references_it_names_and_refuses_others():
     ):
         with pytest.raises(ValueError, match=message):
             build_campaign({**config, "references": bad})
+
+
+def table_runs(values):
+    """Run rows as the store returns them: ``(benchmark, policy, seed) -> average regret``."""
+    return [
+        {
+            "run_id": f"{bench}-{policy}-{seed}",
+            "label": bench,
+            "policy": policy,
+            "policy_options": {},
+            "seed": seed,
+            "status": "done",
+            "summary": {"average_regret": value, "queries": 10},
+        }
+        for (bench, policy, seed), value in values.items()
+    ]
+
+
+def test_tables_rank_the_policies_only_and_score_between_the_references():
+    from dynbo.report.tables import OVERALL, SCORE, build_table, summary_table
+
+    values = {}
+    for seed in (0, 1):
+        values.update(
+            {
+                ("A", "gp-ucb", seed): 4.0 + seed,  # mean 4.5
+                ("A", "wdbo", seed): 2.0 + seed,  # mean 2.5
+                ("A", "random", seed): 9.0 + seed,  # mean 9.5
+                ("A", "oracle-lag", seed): 0.5 + seed,  # mean 1.0
+                ("B", "gp-ucb", seed): 1.0,
+                ("B", "wdbo", seed): 3.0,
+                ("B", "random", seed): 5.0,
+                ("B", "oracle-lag", seed): 0.0,
+            }
+        )
+    table = build_table(table_runs(values))
+    assert table.columns == ("gp-ucb", "wdbo", "random", "oracle-lag")
+    assert table.references == ("random", "oracle-lag")
+    # oracle-lag has the smallest regret, but the best of the row is a policy
+    assert table.cells[("A", "wdbo")].bold and not table.cells[("A", "oracle-lag")].bold
+    assert table.cells[("B", "gp-ucb")].bold
+    # OVERALL: min-max over the policies' runs; A spans [2, 5], B is [1, 3]
+    seed0 = {"gp-ucb": (4 - 2) / 3 + 0.0, "wdbo": 0.0 + 1.0, "random": 7 / 3 + 2.0}
+    for column, expected in seed0.items():
+        cell = table.cells[(OVERALL, column)]
+        assert cell.seeds == 2
+        seed1 = {"gp-ucb": (5 - 2) / 3 + 0.0, "wdbo": 1 / 3 + 1.0, "random": 8 / 3 + 2.0}[column]
+        assert cell.mean == pytest.approx((expected / 2 + seed1 / 2) / 2)
+
+    # SCORE: anchors oracle-lag (0) and random (1) per benchmark, by their means
+    def score(a, b):
+        return ((a - 1.0) / (9.5 - 1.0) + (b - 0.0) / (5.0 - 0.0)) / 2
+
+    expected = {
+        "gp-ucb": [score(4.0, 1.0), score(5.0, 1.0)],
+        "wdbo": [score(2.0, 3.0), score(3.0, 3.0)],
+        "oracle-lag": [score(0.5, 0.0), score(1.5, 0.0)],
+        "random": [score(9.0, 5.0), score(10.0, 5.0)],
+    }
+    for column, per_seed in expected.items():
+        assert table.cells[(SCORE, column)].mean == pytest.approx(np.mean(per_seed))
+    assert table.cells[(SCORE, "random")].mean == pytest.approx(1.0)
+    assert table.cells[(SCORE, "oracle-lag")].mean == pytest.approx(0.0)
+    assert table.rows[-2:] == (OVERALL, SCORE)
+    assert "SCORE" in table.caption and "not ranked" in table.caption
+    assert "SCORE" in summary_table(table_runs(values))
+    assert 'class="reference"' in table.html()
+
+
+def test_without_oracle_lag_the_score_anchors_at_the_best_policy():
+    from dynbo.report.tables import SCORE, build_table
+
+    values = {
+        ("A", "gp-ucb", 0): 4.0,
+        ("A", "wdbo", 0): 2.0,
+        ("A", "random", 0): 10.0,
+    }
+    table = build_table(table_runs(values))
+    assert table.cells[(SCORE, "wdbo")].mean == 0.0
+    assert table.cells[(SCORE, "gp-ucb")].mean == pytest.approx(2.0 / 8.0)
+    assert table.cells[(SCORE, "random")].mean == 1.0
+    # no random column: no score
+    del values[("A", "random", 0)]
+    assert SCORE not in build_table(table_runs(values)).rows
+
+
+def test_reference_players_have_their_own_line_styles():
+    from dynbo.report.figures import REFERENCE_STYLES, series_styles
+
+    styles = series_styles(["wdbo", "random", "gp-ucb", "oracle-lag"])
+    assert styles["random"] == REFERENCE_STYLES["random"]
+    assert styles["oracle-lag"]["color"] == "black"
+    assert styles["gp-ucb"]["color"] == "C0" and styles["wdbo"]["color"] == "C1"

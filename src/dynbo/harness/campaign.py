@@ -133,6 +133,9 @@ class CampaignOutcome:
 #: (``dynbo.report.tables.OVERALL``): no benchmark may head a row so
 OVERALL_ROW = "OVERALL"
 
+#: the row of the normalized score between the reference players (``dynbo.report.tables.SCORE``)
+SCORE_ROW = "SCORE"
+
 
 def _check_label(label: Any, what: str, name: Any) -> None:
     """A label is a row or column heading of every table: one printable line, no ``|``."""
@@ -168,10 +171,11 @@ def _check_distinct_headings(
             headings[identity] = heading
     for name, options, label in bench_entries:
         heading = label or name
-        if heading.strip().upper() == OVERALL_ROW:
+        if heading.strip().upper() in (OVERALL_ROW, SCORE_ROW):
             raise ValueError(
-                f"the benchmark heading {heading!r} is reserved: the tables' {OVERALL_ROW} row "
-                "scores every policy over the benchmarks; choose another 'label'"
+                f"the benchmark heading {heading!r} is reserved: the tables' "
+                f"{heading.strip().upper()} row scores every policy over the benchmarks; "
+                "choose another 'label'"
             )
         identity = (name, json.dumps(options, sort_keys=True, default=str))
         if rows.setdefault(heading, identity) != identity:

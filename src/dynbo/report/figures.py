@@ -65,10 +65,11 @@ def series_styles(names: pd.Series | list[str]) -> dict[str, dict[str, Any]]:
 
     Sorted names get the tab10 colors, :data:`LINE_STYLES` and :data:`MARKERS` in turn;
     each series starts its markers at its own offset along the curve, so that two curves
-    that coincide show both their markers.
+    that coincide show both their markers. The reference players are reference lines:
+    :data:`REFERENCE_STYLES` (grey and black, thin, no marker).
     """
-    unique = sorted(set(names))
-    return {
+    unique = sorted(set(names) - set(REFERENCE_STYLES))
+    styles = {
         name: {
             "color": f"C{i % 10}",
             "linestyle": LINE_STYLES[i % len(LINE_STYLES)],
@@ -78,6 +79,17 @@ def series_styles(names: pd.Series | list[str]) -> dict[str, dict[str, Any]]:
         }
         for i, name in enumerate(unique)
     }
+    for name in set(names) & set(REFERENCE_STYLES):
+        styles[name] = dict(REFERENCE_STYLES[name])
+    return styles
+
+
+#: the reference players' lines (:mod:`dynbo.harness.references`): not policies, so
+#: outside the policies' color cycle
+REFERENCE_STYLES: dict[str, dict[str, Any]] = {
+    "random": {"color": "0.55", "linestyle": "--", "linewidth": 1.2},
+    "oracle-lag": {"color": "black", "linestyle": ":", "linewidth": 1.2},
+}
 
 
 def _legend(axes, styles: dict[str, dict[str, Any]]) -> None:  # noqa: ANN001 - Axes grid

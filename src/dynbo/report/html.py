@@ -44,6 +44,7 @@ table.results th, table.results td { border: 1px solid #ccc; padding: 0.3em 0.6e
 table.results td { text-align: right; font-variant-numeric: tabular-nums; }
 table.results caption { caption-side: bottom; text-align: left; color: #555; padding-top: 0.5em; }
 tr.overall th, tr.overall td { border-top: 2px solid #444; }
+th.reference { font-style: italic; color: #555; }
 img { max-width: 100%; display: block; margin: 1em 0; }
 code { background: #f3f3f3; padding: 0 0.2em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dynbo.report.tables import METRICS, OVERALL, Cell, Table
+from dynbo.report.tables import METRICS, OVERALL, SCORE, Cell, Table
 
 __all__ = ["citation_text", "paper_table_html", "paper_table_markdown"]
 
@@ -65,10 +65,10 @@ def _paper_cell(entry: Sequence[Any] | None) -> str:
 
 def _layout(paper: Mapping[str, Any], table: Table) -> tuple[list[str], list[str]]:
     numbers = paper.get("table", {})
-    rows = [r for r in numbers if r != OVERALL]
-    rows += [r for r in table.rows if r != OVERALL and r not in rows]
-    if OVERALL in numbers or OVERALL in table.rows:
-        rows.append(OVERALL)
+    summaries = (OVERALL, SCORE)
+    rows = [r for r in numbers if r not in summaries]
+    rows += [r for r in table.rows if r not in summaries and r not in rows]
+    rows += [r for r in summaries if r in numbers or r in table.rows]
     columns = list(paper.get("policies") or sorted({p for r in numbers.values() for p in r}))
     columns += [c for c in table.columns if c not in columns]
     return rows, columns

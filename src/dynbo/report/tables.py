@@ -21,6 +21,17 @@ OVERALL row.
 A metric that sums over the queries (the cumulative regret) favors a policy that makes
 fewer of them: when the best of a row made fewer queries on average than another variant
 of that row, its cell carries a dagger and the caption says why.
+
+Reference players (``random``, ``oracle-lag``: :mod:`dynbo.harness.references`) get the
+last columns. They are not contenders: the marks, the OVERALL normalization's ``m_b`` and
+``M_b`` and the fewer-queries flag consider the policies only (a reference's OVERALL
+value uses the policies' normalization, so it may fall outside ``[0, 1]``). With a
+``random`` column, a SCORE row (Bayesmark's normalized score) places each benchmark
+between two anchors: ``(v - a_b) / (r_b - a_b)`` with ``r_b`` the mean of ``random`` and
+``a_b`` the mean of ``oracle-lag`` (or, without it, the best policy's mean); 0 is the
+anchor, 1 playing at random, below 0 better than the anchor. A variant's score for a
+seed is the mean over the benchmarks where ``r_b > a_b``; the row shows its mean +- se
+over the seeds that ran all of them.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dynbo.harness.campaign import OVERALL_ROW
+from dynbo.harness.campaign import OVERALL_ROW, SCORE_ROW
+from dynbo.harness.references import reference_names
 from dynbo.harness.store import policy_variants
 
 __all__ = [
@@ -57,6 +69,7 @@ METRICS: dict[str, tuple[str, bool | None]] = {
 }
 
 OVERALL = OVERALL_ROW
+SCORE = SCORE_ROW
 
 #: metrics that add up one term per query: fewer queries alone make them smaller
 SUMS_OVER_QUERIES = frozenset({"cumulative_regret"})
@@ -140,12 +153,16 @@ class Cell:
 
 @dataclass(frozen=True)
 class Table:
-    """Rows (benchmarks, then OVERALL), columns (variants) and their cells."""
+    """Rows (benchmarks, then OVERALL and SCORE), columns (variants) and their cells.
+
+    ``references`` names the columns that are reference players (the last ones).
+    """
 
     metric: str
     rows: tuple[str, ...]
     columns: tuple[str, ...]
     cells: dict[tuple[str, str], Cell]
+    references: tuple[str, ...] = ()
 
     @property
     def caption(self) -> str:
@@ -156,10 +173,22 @@ class Table:
                 f" {'Lower' if lower else 'Higher'} is better; the best of each row is in bold, "
                 "the entries whose mean ± se interval overlaps the best one's are underlined."
             )
+        if self.references:
+            text += (
+                f" Reference players ({', '.join(self.references)}) are not ranked: the marks "
+                "and the normalizations consider the policies only."
+            )
         if OVERALL in self.rows:
             text += (
-                " OVERALL: each benchmark min-max normalized over all its runs (0 = best run, "
-                "1 = worst), averaged over the benchmarks per seed; mean ± se over seeds."
+                " OVERALL: each benchmark min-max normalized over all its policies' runs "
+                "(0 = best run, 1 = worst), averaged over the benchmarks per seed; mean ± se "
+                "over seeds."
+            )
+        if SCORE in self.rows:
+            anchor = "oracle-lag" if "oracle-lag" in self.references else "the best policy"
+            text += (
+                f" SCORE: each benchmark normalized between {anchor} (0) and random (1), "
+                "averaged over the benchmarks per seed; mean ± se over seeds."
             )
         if any(cell.flag == FEWER_QUERIES_MARK for cell in self.cells.values()):
             text += (
@@ -168,6 +197,10 @@ class Table:
                 "regret per query)."
             )
         return text
+
+    @property
+    def _first_summary_row(self) -> str | None:
+        return next((r for r in self.rows if r in (OVERALL, SCORE)), None)
 
     def markdown(self) -> str:
         """A GitHub-flavored Markdown table (bold ``**``, underline ``<u>``)."""
@@ -217,7 +250,7 @@ class Table:
                 if cell.flag:
                     text += r"$^\dagger$"
                 cells.append(text)
-            if row == OVERALL:
+            if row == self._first_summary_row:
                 lines.append(r"\hline")
             lines.append(escape(row) + " & " + " & ".join(cells) + r" \\")
         caption = (
@@ -231,7 +264,12 @@ class Table:
         out = ['<table class="results">', f"<caption>{html.escape(self.caption)}</caption>"]
         out.append(
             "<thead><tr><th>benchmark</th>"
-            + "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+            + "".join(
+                f'<th class="reference">{html.escape(c)}</th>'
+                if c in self.references
+                else f"<th>{html.escape(c)}</th>"
+                for c in self.columns
+            )
             + "</tr></thead><tbody>"
         )
         for row in self.rows:
@@ -251,7 +289,7 @@ class Table:
                     text += f' <sup class="flag">{html.escape(cell.flag)}</sup>'
                     attrs += f' title="{html.escape(cell.note)}"'
                 cells.append(f"<td{attrs}>{text}</td>")
-            css = ' class="overall"' if row == OVERALL else ""
+            css = ' class="overall"' if row in (OVERALL, SCORE) else ""
             out.append(f"<tr{css}><th>{html.escape(row)}</th>{''.join(cells)}</tr>")
         out.append("</tbody></table>")
         return "\n".join(out)
@@ -305,7 +343,10 @@ def build_table(
     if lower is None:
         overall = False  # no best run to normalize against
     rows = sorted({b for b, _ in values})
-    columns = sorted({v for _, v in values})
+    present = {v for _, v in values}
+    references = _reference_columns(runs, config, present)
+    policies = sorted(present - set(references))
+    columns = [*policies, *references]
     cells: dict[tuple[str, str], Cell] = {}
     for row in rows:
         line = {
@@ -313,23 +354,49 @@ def build_table(
             for column in columns
             if (per_seed := values.get((row, column)))
         }
-        for column, cell in _mark(line, lower).items():
+        ranked = _mark({c: cell for c, cell in line.items() if c in policies}, lower)
+        for column, cell in {**line, **ranked}.items():
             cells[(row, column)] = cell
     if metric in SUMS_OVER_QUERIES:
-        _flag_fewer_queries(cells, _values(runs, "queries", config), rows)
+        queries = _values(runs, "queries", config)
+        _flag_fewer_queries(cells, {k: v for k, v in queries.items() if k[1] in policies}, rows)
+    summaries = []
     if overall and len(rows) > 1:
-        scores = _overall_scores(values, rows, columns)
+        summaries.append((OVERALL, _overall_scores(values, rows, columns, policies)))
+    if lower and "random" in references:
+        summaries.append((SCORE, _normalized_scores(values, rows, columns, policies)))
+    for name, scores in summaries:
         line = {
             column: Cell(*_mean_se(per_seed), len(per_seed))
             for column, per_seed in scores.items()
             if per_seed
         }
-        # the normalized score is lower-is-better whenever the metric is
-        for column, cell in _mark(line, lower).items():
-            cells[(OVERALL, column)] = cell
+        # the normalized scores are lower-is-better whenever the metric is
+        ranked = _mark({c: cell for c, cell in line.items() if c in policies}, lower)
+        for column, cell in {**line, **ranked}.items():
+            cells[(name, column)] = cell
         if line:
-            rows = [*rows, OVERALL]
-    return Table(metric=metric, rows=tuple(rows), columns=tuple(columns), cells=cells)
+            rows = [*rows, name]
+    return Table(
+        metric=metric,
+        rows=tuple(rows),
+        columns=tuple(columns),
+        cells=cells,
+        references=tuple(references),
+    )
+
+
+def _reference_columns(
+    runs: Sequence[dict[str, Any]], config: Mapping[str, Any] | None, present: set[str]
+) -> list[str]:
+    """The columns of reference players' runs, in :func:`reference_names` order."""
+    variants = policy_variants(runs, config)
+    by_player = {
+        run["policy"]: variants[run["run_id"]]
+        for run in runs
+        if run["policy"] in reference_names() and variants[run["run_id"]] in present
+    }
+    return [by_player[name] for name in reference_names() if name in by_player]
 
 
 def _flag_fewer_queries(
@@ -358,25 +425,72 @@ def _flag_fewer_queries(
 
 
 def _overall_scores(
-    values: dict[tuple[str, str], dict[int, float]], rows: list[str], columns: list[str]
+    values: dict[tuple[str, str], dict[int, float]],
+    rows: list[str],
+    columns: list[str],
+    ranked: list[str],
 ) -> dict[str, list[float]]:
-    normalized: dict[tuple[str, str], dict[int, float]] = {}
+    """Per column, the per-seed mean over ``rows`` of the values min-max normalized by
+    the runs of the ``ranked`` columns (all columns when none is ranked)."""
+    basis = ranked or columns
+    anchors = {}
     for row in rows:
-        everything = [v for c in columns for v in values.get((row, c), {}).values()]
-        low, high = min(everything), max(everything)
-        span = high - low
-        for column in columns:
-            normalized[(row, column)] = {
-                seed: (v - low) / span if span > 0 else 0.0
-                for seed, v in values.get((row, column), {}).items()
-            }
+        everything = [v for c in basis for v in values.get((row, c), {}).values()]
+        if not everything:  # only reference players ran this benchmark
+            everything = [v for c in columns for v in values.get((row, c), {}).values()]
+        anchors[row] = (min(everything), max(everything))
+    return _per_seed_means(values, rows, columns, anchors)
+
+
+def _normalized_scores(
+    values: dict[tuple[str, str], dict[int, float]],
+    rows: list[str],
+    columns: list[str],
+    ranked: list[str],
+) -> dict[str, list[float]]:
+    """Bayesmark's normalized score (module docstring): per column, the per-seed mean over
+    the benchmarks of ``(v - a_b) / (r_b - a_b)``."""
+
+    def mean(row: str, column: str) -> float | None:
+        per_seed = values.get((row, column))
+        return sum(per_seed.values()) / len(per_seed) if per_seed else None
+
+    anchors = {}
+    for row in rows:
+        high = mean(row, "random")
+        low = mean(row, "oracle-lag") if "oracle-lag" in columns else None
+        if low is None:
+            found = [m for c in ranked if (m := mean(row, c)) is not None]
+            low = min(found) if found else None
+        if high is not None and low is not None and high > low:
+            anchors[row] = (low, high)
+    return _per_seed_means(values, [r for r in rows if r in anchors], columns, anchors)
+
+
+def _per_seed_means(
+    values: dict[tuple[str, str], dict[int, float]],
+    rows: list[str],
+    columns: list[str],
+    anchors: Mapping[str, tuple[float, float]],
+) -> dict[str, list[float]]:
+    """Per column, ``(v - low) / (high - low)`` of each row averaged over ``rows``, for
+    every seed that ran all of them (0 where ``high == low``)."""
     scores: dict[str, list[float]] = {}
+    if not rows:
+        return scores
     for column in columns:
-        seeds = set.intersection(*(set(normalized[(row, column)]) for row in rows))
-        scores[column] = [
-            sum(normalized[(row, column)][seed] for row in rows) / len(rows)
-            for seed in sorted(seeds)
-        ]
+        normalized = []
+        for row in rows:
+            low, high = anchors[row]
+            span = high - low
+            normalized.append(
+                {
+                    seed: (v - low) / span if span > 0 else 0.0
+                    for seed, v in values.get((row, column), {}).items()
+                }
+            )
+        seeds = set.intersection(*(set(n) for n in normalized))
+        scores[column] = [sum(n[seed] for n in normalized) / len(rows) for seed in sorted(seeds)]
     return scores
 
 
