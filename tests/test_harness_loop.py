@@ -1,3 +1,4 @@
+import json
 import time
 
 import numpy as np
@@ -213,3 +214,50 @@ def test_a_run_pins_the_blas_threads_of_its_process_and_restores_them():
         result = execute(spec, observer=lambda policy, row: seen.append(blas_threads()))
         assert blas_threads() == before  # given back after the run
     assert result.status == "done" and seen and all(s <= {1} for s in seen)
+
+
+@pytest.mark.parametrize("policy", ["bolt", "wdbo"])
+def test_a_compressed_protocol_keeps_the_full_protocols_sizes_and_n_star(policy):
+    # kappa = 4 (a power of two: every scaled duration is exact) over a 40 s horizon:
+    # the same queries at a quarter of the times, the same dataset sizes and BOLT's n*
+    def run(compression):
+        protocol = Protocol(
+            clock="modeled",
+            horizon=40.0,
+            warmup=4,
+            response_time=(0.5, 0.0, 2e-3, 0.0),
+            cost=0.5,
+            compression=compression,
+        )
+        spec = RunSpec(
+            benchmark="six-hump-camel",
+            policy=policy,
+            seed=1,
+            protocol=protocol,
+            policy_options={"raw_samples": 32, "restarts": 2, "fit_iterations": 20},
+        )
+        result = execute(spec)
+        assert result.status == "done", result.error
+        return [r for r in result.iterations if not r["warmup"]]
+
+    full, compressed = run(None), run(4.0)
+    assert len(full) == len(compressed) > 10
+    for a, b in zip(full, compressed):
+        assert a["dataset_size"] == b["dataset_size"]
+        assert b["t"] == pytest.approx(a["t"] / 4, rel=1e-9)
+        assert b["response_time"] == pytest.approx(a["response_time"] / 4, rel=1e-12)
+        assert b["regret"] == pytest.approx(a["regret"], rel=1e-6, abs=1e-9)
+        if policy == "bolt":
+            assert json.loads(a["extra"])["n_star"] == json.loads(b["extra"])["n_star"]
+    if policy == "bolt":
+        assert any(json.loads(r["extra"])["n_star"] is not None for r in full)
+
+
+def test_compression_is_refused_where_it_cannot_hold():
+    with pytest.raises(ValueError, match="modeled or measured"):
+        Protocol(clock="step", compression=2.0)
+    with pytest.raises(ValueError, match="compression"):
+        Protocol(clock="measured", compression=0.0)
+    assert Protocol(clock="measured").as_dict() == Protocol(clock="measured").as_dict()
+    assert "compression" not in Protocol(clock="measured").as_dict()
+    assert Protocol(clock="measured", compression=2.0).as_dict()["compression"] == 2.0

@@ -1,5 +1,6 @@
 """`dynbo reproduce`: the shipped campaigns, the papers' numbers, the dry run, the report."""
 
+import dataclasses
 from importlib import resources
 
 import pytest
@@ -37,15 +38,28 @@ def test_every_shipped_campaign_validates_with_the_cheaper_overrides(name):
     assert config["suites"] == [SUITES[name]]
     campaign = reproductions.campaign_for(name, seeds=1, horizon=7)
     validate_campaign(campaign)
-    assert campaign.name == f"{name} [seeds=1, horizon=7]"
+    full = reproductions.campaign_for(name, seeds=1)
     assert {s.seed for s in campaign.specs} == {0}
-    assert {s.protocol.horizon for s in campaign.specs} == {7.0}
-    assert {s.benchmark_options["horizon"] for s in campaign.specs} == {7.0}
     assert campaign.config["protocol"]["horizon"] == 7 and campaign.config["seeds"] == 1
-    # the policy settings derived from T follow it (R-GP-UCB's block length)
-    for spec in campaign.specs:
-        if "horizon" in spec.policy_options:
-            assert spec.policy_options["horizon"] == 7
+    if {s.protocol.clock for s in campaign.specs} == {"step"}:
+        assert campaign.name == f"{name} [seeds=1, horizon=7]"
+        assert {s.protocol.horizon for s in campaign.specs} == {7.0}
+        assert {s.benchmark_options["horizon"] for s in campaign.specs} == {7.0}
+        # the policy settings derived from T follow it (R-GP-UCB's block length)
+        for spec in campaign.specs:
+            if "horizon" in spec.policy_options:
+                assert spec.policy_options["horizon"] == 7
+    else:
+        # real-time clocks: the paper's protocol, time-compressed onto [0, 7]
+        assert campaign.name.startswith(f"{name} [seeds=1, horizon=7 time-compressed x")
+        for short, spec in zip(campaign.specs, full.specs):
+            assert short.protocol.compression > 1
+            assert dataclasses.replace(short.protocol, compression=None) == spec.protocol
+            assert short.policy_options == spec.policy_options
+            assert short.benchmark_options == spec.benchmark_options
+            horizon = spec.benchmark_options.get("horizon", spec.protocol.horizon)
+            if horizon is not None:
+                assert short.protocol.compression == pytest.approx(horizon / 7)
     # one seed: one run per benchmark of the suite and policy of the campaign
     entries = suite(SUITES[name]).entries
     policies = {s.policy for s in campaign.specs}
@@ -112,7 +126,8 @@ def test_the_estimate_follows_the_documented_cost_model():
     campaign = reproductions.campaign_for("bolt-table3", seeds=1, horizon=30)
     one = reproductions.estimate(campaign)
     assert one.runs == 70 and (one.benchmarks, one.policies, one.seeds) == (10, 7, 1)
-    assert one.run_seconds == pytest.approx(70 * reproductions.run_estimate("measured", 30))
+    # time-compressed: the queries, and so the computing, of the full 600 s protocol
+    assert one.run_seconds == pytest.approx(70 * reproductions.run_estimate("measured", 600))
     two = reproductions.estimate(campaign, workers=2)
     assert two.seconds == pytest.approx(one.seconds / 2)
     markov = reproductions.estimate(reproductions.campaign_for("bogunovic-fig2", seeds=2))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import datetime
+import gc
 import hashlib
 import json
 import os
@@ -54,6 +55,7 @@ from dynbo.harness.loop import (
     check_clock_advances,
     execute,
     make_run_policy,
+    run_horizon,
     to_json,
 )
 from dynbo.harness.store import Store
@@ -90,6 +92,7 @@ _PROTOCOL_KEYS = {
     "cost",
     "max_iterations",
     "additional_cost",
+    "compression",
 }
 
 
@@ -497,7 +500,7 @@ def _make_protocol(values: dict[str, Any]) -> Protocol:
                 "response_time must be 4 cubic coefficients [c0, c1, c2, c3] (seconds) "
                 f"or 'calibrated', got {response!r}"
             )
-    for key in ("horizon", "warmup_fraction", "cost", "additional_cost"):
+    for key in ("horizon", "warmup_fraction", "cost", "additional_cost", "compression"):
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ValueError(f"{key} must be a number, got {value!r}")
@@ -515,7 +518,7 @@ def _make_protocol(values: dict[str, Any]) -> Protocol:
         values["response_time"] = tuple(float(c) for c in response)
     else:
         values.pop("response_time", None)
-    for key in ("horizon", "warmup_fraction", "cost", "additional_cost"):
+    for key in ("horizon", "warmup_fraction", "cost", "additional_cost", "compression"):
         if key in values and values[key] is not None:
             values[key] = float(values[key])
     return Protocol(**values)
@@ -571,7 +574,7 @@ def validate_campaign(campaign: Campaign) -> None:
         if policy_key in checked:
             continue
         bench = benchmarks[key]
-        horizon = float(spec.protocol.horizon or bench.horizon)
+        horizon = run_horizon(spec.protocol, bench)
         cost = bench.cost if spec.protocol.cost is None else spec.protocol.cost
         try:
             check_clock_advances(spec.protocol, float(cost))
@@ -849,6 +852,10 @@ def _run_on_pool(
         pool.shutdown(wait=True)
 
 
+#: how long an interrupted pool's manager thread is given to close its queues (seconds)
+_MANAGER_JOIN_SECONDS = 5.0
+
+
 def _terminate_workers(pool: ProcessPoolExecutor) -> None:
     """Stop a pool's worker processes now (Python < 3.14 has no public way)."""
     terminate = getattr(pool, "terminate_workers", None)
@@ -856,6 +863,8 @@ def _terminate_workers(pool: ProcessPoolExecutor) -> None:
         terminate()
         return
     processes = list(getattr(pool, "_processes", {}).values())
+    # shutdown drops the pool's references to its manager thread: keep one to join it
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -865,6 +874,17 @@ def _terminate_workers(pool: ProcessPoolExecutor) -> None:
         if process.is_alive():  # pragma: no cover - a worker that ignores SIGTERM
             process.kill()
             process.join(timeout=5)
+    # The manager thread holds the pool's queues, and with them the five named
+    # semaphores a spawn pool registers with multiprocessing's resource tracker. Seeing
+    # its workers gone it closes the queues and ends; once it has, they are released
+    # here and their semaphores unlinked. Left to a later garbage collection, a process
+    # that then ends at once (the CLI's os._exit on Ctrl-C) leaves them to the tracker,
+    # which warns of "leaked semaphore objects". Bounded: a manager blocked for ever (on
+    # a half-written result of a killed worker) must not hold up the interrupt.
+    if manager is not None and manager is not threading.current_thread():
+        pass
+    del manager
+    pass  # gc.collect()  # the queues and the threads' reference cycles, now
 
 
 def _run_on_dask(

@@ -43,7 +43,7 @@ from dynbo.benchmarks.base import Benchmark
 from dynbo.harness.clocks import CLOCK_MODES, Clock, ResponseTimeModel
 from dynbo.validation import finite_number, positive_int, positive_number
 
-__all__ = ["Protocol", "RunSpec", "RunResult", "execute", "summarize"]
+__all__ = ["Protocol", "RunSpec", "RunResult", "execute", "run_horizon", "summarize"]
 
 #: the most torch / BLAS threads a run may ask for (torch takes a C int)
 MAX_THREADS = 4096
@@ -106,6 +106,16 @@ class Protocol:
             otherwise depends on the machine.
         additional_cost: seconds each additional query takes under the real-time clocks
             (``None``, the default: the evaluation cost ``c``).
+        compression: a time-compression factor ``kappa`` (``None``, the default: none)
+            for cheap checks of a long protocol: the run covers ``[0, T / kappa]``, the
+            benchmark's time axis is mapped onto it (its ``horizon`` option is
+            ``T / kappa``), and the evaluation cost, the additional cost and the response
+            time (the modeled ``R(n)``, or the measured seconds) are all divided by
+            ``kappa``. Query times, dataset sizes, BOLT's ``n*`` and the number of
+            queries then stay those of the full protocol (exactly, with the modeled
+            clock and a power-of-two ``kappa``: the division is exact); only the
+            compute it costs shrinks. Policy options given in seconds are not scaled.
+            Modeled and measured clocks only; the benchmark must take a ``horizon``.
     """
 
     clock: str = "measured"
@@ -117,6 +127,7 @@ class Protocol:
     cost: float | None = None
     max_iterations: int | None = None
     additional_cost: float | None = None
+    compression: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.clock, str) or self.clock not in CLOCK_MODES:
@@ -151,6 +162,24 @@ class Protocol:
         cap = self.max_iterations
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise ValueError(f"max_iterations must be a positive integer, got {cap!r}")
+        if self.compression is not None:
+            positive_number("compression", self.compression)
+            if self.clock not in ("modeled", "measured"):
+                raise ValueError(
+                    f"compression needs the modeled or measured clock (the {self.clock} clock "
+                    "cannot be compressed), got clock = " + repr(self.clock)
+                )
+
+    @property
+    def time_factor(self) -> float:
+        """``1 / kappa``: what the compression multiplies every duration by (1 without)."""
+        return 1.0 if self.compression is None else 1.0 / float(self.compression)
+
+    def run_horizon(self, benchmark_horizon: float) -> float:
+        """The horizon the run covers: ``T / kappa``, ``T`` this protocol's or else the
+        benchmark's own (``benchmark_horizon``, uncompressed)."""
+        full = self.horizon if self.horizon is not None else benchmark_horizon
+        return float(full) * self.time_factor
 
     def as_dict(self) -> dict[str, Any]:
         values = {
@@ -167,6 +196,8 @@ class Protocol:
             values["max_iterations"] = self.max_iterations
         if self.additional_cost is not None:
             values["additional_cost"] = self.additional_cost
+        if self.compression is not None:
+            values["compression"] = self.compression
         return values
 
 
@@ -233,6 +264,7 @@ def benchmark_options(spec: RunSpec) -> dict[str, Any]:
     unless the options fix one, and a protocol horizon becomes the benchmark's horizon
     (it defines the benchmark's time mapping, so the two must agree).
     """
+    from dynbo.benchmarks import get
     from dynbo.benchmarks import options as accepted_options
 
     options = dict(spec.benchmark_options)
@@ -248,7 +280,26 @@ def benchmark_options(spec: RunSpec) -> dict[str, Any]:
             )
         if "horizon" in accepted:
             options["horizon"] = horizon
+    if spec.protocol.compression is not None:
+        # the benchmark's whole time axis onto [0, T / kappa]
+        if "horizon" not in accepted:
+            raise ValueError(
+                f"benchmark {spec.benchmark!r} takes no horizon option: its time axis "
+                "cannot be compressed"
+            )
+        full = options.get("horizon")
+        if full is None:
+            full = get(spec.benchmark, **options).horizon
+        options["horizon"] = float(full) * spec.protocol.time_factor
     return options
+
+
+def run_horizon(protocol: Protocol, bench: Benchmark) -> float:
+    """The horizon a run covers: the protocol's, else the benchmark's (built by
+    :func:`benchmark_options`, so already compressed under a compression factor)."""
+    if protocol.horizon is None:
+        return float(bench.horizon)
+    return float(protocol.horizon) * protocol.time_factor
 
 
 def _make_benchmark(spec: RunSpec) -> Benchmark:
@@ -394,10 +445,13 @@ def _execute(
     horizon = 0.0
     try:
         bench = benchmark if benchmark is not None else _make_benchmark(spec)
-        horizon = float(protocol.horizon if protocol.horizon is not None else bench.horizon)
-        cost = float(bench.cost if protocol.cost is None else protocol.cost)
+        horizon = run_horizon(protocol, bench)
+        factor = protocol.time_factor  # compression: every duration shrinks by 1 / kappa
+        cost = float(bench.cost if protocol.cost is None else protocol.cost) * factor
         check_clock_advances(protocol, cost)
-        additional_cost = cost if protocol.additional_cost is None else protocol.additional_cost
+        additional_cost = (
+            cost if protocol.additional_cost is None else protocol.additional_cost * factor
+        )
         design_rng = np.random.default_rng([int(spec.seed), 0])
         noise_rng = np.random.default_rng([int(spec.seed), 1])
         policy = make_run_policy(spec, bench, horizon)
@@ -409,7 +463,9 @@ def _execute(
             iterations.append(row)
         discrete = protocol.clock == "step"
         response_model = (
-            ResponseTimeModel(protocol.response_time) if protocol.response_time else None
+            ResponseTimeModel(tuple(c * factor for c in protocol.response_time))
+            if protocol.response_time
+            else None
         )
         clock = Clock(
             protocol.clock,
@@ -433,7 +489,7 @@ def _execute(
             size_before = policy.dataset_size
             query = policy.suggest(s)
             measured = time.perf_counter() - work_start
-            response = clock.respond(measured, size_before)
+            response = clock.respond(measured * factor, size_before)
             if discrete:
                 # a query for a later time (ABO) waits for the first step at or after it
                 clock.wait_until(float(math.ceil(query.t - 1e-9)))

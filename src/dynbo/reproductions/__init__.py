@@ -15,15 +15,21 @@ citation), which the report prints beside the measured numbers
 (:mod:`dynbo.report.paper`). ``dynbo reproduce NAME`` runs one (``docs/reproductions.md``).
 
 A cheaper version keeps the protocol but runs fewer seeds (``seeds``: the first
-``seeds`` of the paper's) and a shorter horizon (``horizon``: ``T`` replaces the paper's
-horizon everywhere it appears: the benchmarks' time mapping, so the function's whole
-time course is compressed into ``T``, and the policies' settings derived from it, such as
-R-GP-UCB's block length in the within-model experiments).
+``seeds`` of the paper's). A shorter horizon (``horizon``) is a *time-compressed*
+protocol under the real-time clocks (modeled, measured): the run covers ``[0, T']``
+with the benchmark's whole time course mapped onto it, and the evaluation cost and the
+response time shrink by the same factor ``kappa = T / T'`` (:class:`~dynbo.harness.Protocol`
+``compression``), so the queries, dataset sizes and BOLT's ``n*`` stay those of the
+paper's protocol; it checks the same algorithms faster on the simulated clock, not
+with less computing (the queries are as many). Under the step clock (the within-model
+experiments) ``T'`` steps replace the paper's ``T``, and the policies' settings derived
+from it, such as R-GP-UCB's block length.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import sys
@@ -154,10 +160,12 @@ def campaign_for(name: str, seeds: int | None = None, horizon: float | None = No
     Args:
         name: one of :func:`available`.
         seeds: run seeds ``0 .. seeds - 1`` instead of the paper's.
-        horizon: ``T`` (seconds, or steps for the step clock) instead of the paper's;
+        horizon: ``T'`` (seconds, or steps for the step clock) instead of the paper's
+            ``T``. Real-time clocks: each run's protocol is time-compressed by
+            ``T / T'`` (the module docstring); the campaign's name says so. Step clock:
             it replaces the benchmarks' ``horizon`` option and the policy options
             derived from it (R-GP-UCB's ``horizon``). The campaign's recorded config
-            says ``[protocol] horizon = T``.
+            says ``[protocol] horizon = T'``.
 
     The campaign's name says which overrides it runs with (``bolt-table3 [seeds=1,
     horizon=30]``), so that a store holding several versions tells them apart. A run's
@@ -179,20 +187,33 @@ def campaign_for(name: str, seeds: int | None = None, horizon: float | None = No
             isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > 0
         ):
             raise ValueError(f"horizon must be a positive number, got {horizon!r}")
-        suffix.append(f"horizon={horizon:g}")
-    if suffix:
-        config["name"] = f"{config.get('name', name)} [{', '.join(suffix)}]"
     campaign = build_campaign(config)
     if horizon is None:
+        if suffix:
+            campaign = dataclasses.replace(campaign, name=f"{campaign.name} [{', '.join(suffix)}]")
         return campaign
-    # The suites put T on each benchmark (it defines the benchmark's time mapping), and
-    # a protocol horizon that disagrees with it is an error; so T replaces it there.
-    specs = tuple(with_horizon(spec, float(horizon)) for spec in campaign.specs)
+    cache: dict[str, float] = {}
+    specs, factors = [], set()
+    for spec in campaign.specs:
+        if spec.protocol.clock in ("modeled", "measured"):
+            full = _run_horizon(spec, cache)
+            factors.add(full / float(horizon))
+            protocol = dataclasses.replace(spec.protocol, compression=full / float(horizon))
+            specs.append(dataclasses.replace(spec, protocol=protocol))
+        else:
+            # The suites put T on each benchmark (it defines the benchmark's time
+            # mapping), and a protocol horizon that disagrees with it is an error; so T'
+            # replaces it there.
+            specs.append(with_horizon(spec, float(horizon)))
+    shown = f"horizon={horizon:g}"
+    if factors:
+        shown += " time-compressed x" + "/".join(f"{k:.3g}" for k in sorted(factors))
+    suffix.append(shown)
     recorded = copy.deepcopy(config)
     recorded.setdefault("protocol", {})["horizon"] = horizon
     return Campaign(
-        name=campaign.name,
-        specs=specs,
+        name=f"{campaign.name} [{', '.join(suffix)}]",
+        specs=tuple(specs),
         config=recorded,
         skipped_policies=campaign.skipped_policies,
     )
