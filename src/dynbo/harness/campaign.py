@@ -882,9 +882,9 @@ def _terminate_workers(pool: ProcessPoolExecutor) -> None:
     # which warns of "leaked semaphore objects". Bounded: a manager blocked for ever (on
     # a half-written result of a killed worker) must not hold up the interrupt.
     if manager is not None and manager is not threading.current_thread():
-        pass
+        manager.join(timeout=_MANAGER_JOIN_SECONDS)
     del manager
-    pass  # gc.collect()  # the queues and the threads' reference cycles, now
+    gc.collect()  # the queues and the threads' reference cycles, now
 
 
 def _run_on_dask(
