@@ -20,6 +20,8 @@ from dynbo.validation import finite_number
 
 __all__ = [
     "BetaSchedule",
+    "Exploration",
+    "MAX_SIGMA_MULTIPLIER",
     "DatasetSizeBeta",
     "LogTimeBeta",
     "ConstantBeta",
@@ -260,6 +262,57 @@ class TVGPUCBTheoryBeta(RGPUCBTheoryBeta):
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "kind": "tv_gp_ucb_theory"}
+
+
+#: the largest exploration scale or fixed multiplier of sigma a policy accepts
+MAX_SIGMA_MULTIPLIER = 1e6
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """How a policy turns its ``beta`` into ``kappa``, the multiplier of ``sigma`` in UCB.
+
+    By default ``kappa = scale * sqrt(beta)``, or ``scale * beta`` for a policy whose
+    ``beta`` is a confidence radius (the kernel-ridge and SparQ families: see the module
+    docstring); ``scale`` is 1 unless tuned. ``fixed`` replaces the schedule: ``kappa``
+    is that constant at every iteration, whatever the policy's ``beta``, so that a
+    comparison can give every policy the same exploration (a constant ``beta`` would
+    not: it gives ``sqrt(beta)`` to some policies and ``beta`` to the radius family).
+
+    Attributes:
+        beta_is_radius: whether ``beta`` multiplies ``sigma`` itself.
+        scale: multiplier of the schedule's ``kappa``, in ``[0, 1e6]``.
+        fixed: the constant ``kappa`` in ``[0, 1e6]``, or ``None`` (the schedule's).
+    """
+
+    beta_is_radius: bool = False
+    scale: float = 1.0
+    fixed: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, option in (("scale", "exploration_scale"), ("fixed", "sigma_multiplier")):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            value = finite_number(option, value)
+            if not 0.0 <= value <= MAX_SIGMA_MULTIPLIER:
+                raise ValueError(
+                    f"{option} must be in [0, {MAX_SIGMA_MULTIPLIER:g}], got {value!r}"
+                )
+            object.__setattr__(self, name, float(value))
+        if self.fixed is not None and self.scale != 1.0:
+            raise ValueError(
+                "give sigma_multiplier (a fixed multiplier of sigma, replacing the beta "
+                "schedule) or exploration_scale (a multiplier of the schedule's), not both"
+            )
+
+    def kappa(self, beta: Any) -> float:
+        """``kappa`` for the coming iteration; ``beta`` is a callable returning the
+        schedule's value (not called when ``fixed`` replaces it)."""
+        if self.fixed is not None:
+            return self.fixed
+        value = max(float(beta()), 0.0)
+        return self.scale * (value if self.beta_is_radius else math.sqrt(value))
 
 
 def make_beta_schedule(spec: BetaSchedule | dict[str, Any] | str | float | None) -> BetaSchedule:

@@ -9,6 +9,7 @@ documents every key with a complete example. In short::
     policies = ["gp-ucb", {name = "wdbo", options = {alpha = 0.25}}]
     seeds = 3                                # or a list: [0, 4, 7]
     references = ["random", "oracle-lag"]    # reference players beside the policies
+    equal_exploration = 2.0                  # one multiplier of sigma for every policy
 
     [protocol]
     clock = "modeled"                        # wall | measured | modeled | step
@@ -81,7 +82,16 @@ __all__ = [
 #: calibration file gives one (the order of magnitude of BOLT's worked example).
 DEFAULT_RESPONSE_TIME = (0.05, 0.0, 0.0, 2e-7)
 
-_TOP_KEYS = {"name", "suites", "benchmarks", "policies", "seeds", "protocol", "references"}
+_TOP_KEYS = {
+    "name",
+    "suites",
+    "benchmarks",
+    "policies",
+    "seeds",
+    "protocol",
+    "references",
+    "equal_exploration",
+}
 _PROTOCOL_KEYS = {
     "clock",
     "horizon",
@@ -329,6 +339,40 @@ def _references(config: Mapping[str, Any]) -> list[str]:
     return list(value)
 
 
+def _equal_exploration(config: Mapping[str, Any]) -> float | None:
+    """The campaign's ``equal_exploration`` (``None`` when absent), checked."""
+    from dynbo.acquisition.ucb import MAX_SIGMA_MULTIPLIER
+
+    value = config.get("equal_exploration")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"equal_exploration must be a number, got {_short(value)}")
+    if not 0.0 <= float(value) <= MAX_SIGMA_MULTIPLIER:
+        raise ValueError(
+            f"equal_exploration must be in [0, {MAX_SIGMA_MULTIPLIER:g}], got {value!r}"
+        )
+    return float(value)
+
+
+def _with_equal_exploration(
+    policy: str, options: Mapping[str, Any], value: float
+) -> dict[str, Any]:
+    """``options`` with ``sigma_multiplier = value``: the policy's beta schedule is then
+    replaced, not shaped (an entry that sets its own exploration is refused)."""
+    own = options.get("sigma_multiplier")
+    if own is not None and float(own) != value:
+        raise ValueError(
+            f"policy {policy!r} sets sigma_multiplier = {own!r} but the campaign's "
+            f"equal_exploration is {value!r}"
+        )
+    if float(options.get("exploration_scale", 1.0)) != 1.0:
+        raise ValueError(
+            f"policy {policy!r} sets exploration_scale, which equal_exploration replaces"
+        )
+    return {**options, "sigma_multiplier": value}
+
+
 def build_campaign(config: Mapping[str, Any]) -> Campaign:
     """Expand a campaign config (see the module docstring) into its runs.
 
@@ -411,10 +455,13 @@ def build_campaign(config: Mapping[str, Any]) -> Campaign:
     protocol_values.update(protocol_section)
     protocol = make_protocol(protocol_values)
     specs = []
+    equal = _equal_exploration(config)
     for bench, bench_options, label in bench_entries:
         for policy, own_options, _ in policy_entries:
             # the paper's settings for this entry, then the campaign's own options
             policy_options = {**entry_policy_options.get(label, {}).get(policy, {}), **own_options}
+            if equal is not None and policy not in reference_names():
+                policy_options = _with_equal_exploration(policy, policy_options, equal)
             for seed in seeds or [0]:
                 specs.append(
                     RunSpec(

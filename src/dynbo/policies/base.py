@@ -42,7 +42,12 @@ import torch
 
 from dynbo.acquisition.latency import DurationTable
 from dynbo.acquisition.optimize import SEARCH_LIMITS, BoxSearch, maximize_acquisition
-from dynbo.acquisition.ucb import BetaSchedule, UpperConfidenceBound, make_beta_schedule
+from dynbo.acquisition.ucb import (
+    BetaSchedule,
+    Exploration,
+    UpperConfidenceBound,
+    make_beta_schedule,
+)
 from dynbo.kernels import as_family
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
@@ -171,6 +176,12 @@ class Policy(ABC):
         beta: exploration schedule (``"dataset_size"``: ``0.2 d log(2n)``, default;
             ``{"kind": "log_time", "c1": .., "c2": ..}``; a number for a constant);
             parameters at most ``1e12``.
+        exploration_scale: multiplier of the schedule's ``kappa`` (the multiplier of
+            ``sigma`` in UCB: ``sqrt(beta)``, or ``beta`` for a radius), in ``[0, 1e6]``;
+            the exploration setting ``dynbo tune`` adjusts.
+        sigma_multiplier: a constant ``kappa`` at every iteration in ``[0, 1e6]``,
+            replacing the beta schedule (:class:`~dynbo.acquisition.ucb.Exploration`):
+            the same number gives every policy the same exploration.
         raw_samples, restarts, acquisition_iterations: acquisition box search (at most
             ``2**20``, ``4096`` and ``10**6``).
         candidates: ``(N, d)`` finite set of points (original units) to choose from
@@ -274,6 +285,8 @@ class Policy(ABC):
         temporal_kernel: str = "matern32",
         ard: bool = False,
         beta: BetaSchedule | dict[str, Any] | str | float | None = None,
+        exploration_scale: float = 1.0,
+        sigma_multiplier: float | None = None,
         raw_samples: int = 512,
         restarts: int = 10,
         acquisition_iterations: int = 200,
@@ -313,6 +326,9 @@ class Policy(ABC):
         self.seed = int(seed)
         self.device = usable_device(device)
         self.beta_schedule = make_beta_schedule(beta)
+        self.exploration = Exploration(
+            type(self).beta_is_radius, exploration_scale, sigma_multiplier
+        )
         self.search = BoxSearch(
             raw_samples=at_most(
                 "raw_samples", raw_samples, SEARCH_LIMITS["raw_samples"], positive_int
@@ -795,10 +811,10 @@ class Policy(ABC):
         """Multiplier of the posterior standard deviation: ``sqrt(beta)`` by default.
 
         Policies whose ``beta`` is already a confidence radius (:attr:`beta_is_radius`:
-        the kernel-ridge and SparQ families) use ``beta`` itself.
+        the kernel-ridge and SparQ families) use ``beta`` itself; ``exploration_scale``
+        multiplies it and ``sigma_multiplier`` replaces it (:attr:`exploration`).
         """
-        beta = max(self.beta(), 0.0)
-        return beta if self.beta_is_radius else math.sqrt(beta)
+        return self.exploration.kappa(self.beta)
 
     def _acquisition_model(self) -> Any:
         """The model the UCB reads (default: the GP; a ridge view for the weighted family)."""
@@ -807,6 +823,7 @@ class Policy(ABC):
     def _acquire(self, t: float, diag: Diagnostics) -> tuple[torch.Tensor, float]:
         """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
         acq = self._acquisition_function(t)
+        diag.extra["sigma_multiplier"] = acq.kappa
         searches_time = acq.time_window is not None
         record: dict[str, int] = {}
         unit = maximize_acquisition(
