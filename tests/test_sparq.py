@@ -10,7 +10,15 @@ import torch
 from scipy import stats
 
 from dynbo.acquisition.ucb import SparQBeta, make_beta_schedule
-from dynbo.kdpp import SwapChain, chain_steps, greedy_subset, sample_kdpp
+from dynbo.kdpp import (
+    SwapChain,
+    approximation_size,
+    chain_steps,
+    expected_residual_traces,
+    greedy_subset,
+    nystrom_residual_trace,
+    sample_kdpp,
+)
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import Hyperparameters, KernelSpec
 from dynbo.policies import Policy, make
@@ -419,8 +427,16 @@ def test_extreme_but_valid_options_run(name, options):
     assert window_length(2, 1e-4, 0.25) == 2**53
 
 
-def test_state_round_trips_with_pending_additional_queries():
-    p = make("w-sparq-gp-ucb", bounds=[[0.0], [1.0]], seed=5, raw_samples=16, restarts=1)
+@pytest.mark.parametrize("rule", ["log", "approximation"])
+def test_state_round_trips_with_pending_additional_queries(rule):
+    p = make(
+        "w-sparq-gp-ucb",
+        bounds=[[0.0], [1.0]],
+        seed=5,
+        raw_samples=16,
+        restarts=1,
+        queries_rule=rule,
+    )
     for k in range(1, 7):
         answer(p, p.suggest(float(k)), float(k))
     q = p.suggest(7.0)
@@ -449,6 +465,17 @@ def test_state_round_trips_with_pending_additional_queries():
         ("sparq-gp-ucb", {"queries_scale": 0.0}, "queries_scale"),
         ("sparq-gp-ucb", {"noise_model": "iid"}, "noise_model"),
         ("sparq-gp-ucb", {"dpp_max_steps": 0}, "dpp_max_steps"),
+        ("sparq-gp-ucb", {"queries_rule": "fixed"}, "queries_rule"),
+        ("sparq-gp-ucb", {"eta": 0.1}, "eta"),  # eta without the approximation rule
+        ("sparq-gp-ucb", {"queries_rule": "approximation", "eta": 0.0}, "eta"),
+        ("sparq-gp-ucb", {"queries_rule": "approximation", "eta": float("nan")}, "eta"),
+        ("sparq-gp-ucb", {"queries_rule": "approximation", "eta": "small"}, "eta"),
+        ("sparq-gp-ucb", {"queries_rule": "approximation", "queries": 3}, "queries"),
+        (
+            "w-sparq-gp-ucb",
+            {"queries_rule": "approximation", "queries_scale": 2.0},
+            "queries_scale",
+        ),
         ("sparq-gp-ucb", {"beta": {"kind": "sparq", "delta": 1.5}}, "delta"),
     ],
 )
@@ -558,3 +585,134 @@ def test_cli_run_shows_the_additional_queries(capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["dynbo: error: alpha_tilde must be in (0, 1/3), got 0.4"]
+
+
+# ---------------------------------------------------------------- Q from the approximation condition
+def _dense_residual(kernel, subset):
+    """tr(K - K_XZ K_ZZ^-1 K_ZX) by a dense solve (the reference)."""
+    subset = list(subset)
+    if not subset:
+        return float(np.trace(kernel))
+    cross = kernel[:, subset]
+    core = kernel[np.ix_(subset, subset)]
+    return float(np.trace(kernel - cross @ np.linalg.solve(core, cross.T)))
+
+
+def _brute_expected_residual(kernel, size):
+    """E[tr(K - U_Z)] over all subsets of ``size``, weighted by det(K_ZZ) (the exact k-DPP)."""
+    weights, residuals = [], []
+    for subset in itertools.combinations(range(kernel.shape[0]), size):
+        weights.append(np.linalg.det(kernel[np.ix_(subset, subset)]) if size else 1.0)
+        residuals.append(_dense_residual(kernel, subset))
+    weights = np.asarray(weights)
+    return float(weights @ np.asarray(residuals) / weights.sum())
+
+
+def test_expected_residual_trace_is_the_k_dpp_average_of_the_nystrom_residual():
+    _, kernel = _kernel(7, lengthscale=0.2, seed=3)
+    traces = expected_residual_traces(kernel, 9)
+    brute = [_brute_expected_residual(kernel, m) for m in range(7)]
+    np.testing.assert_allclose(traces[:7], brute, rtol=1e-8, atol=1e-12)
+    assert traces[0] == pytest.approx(np.trace(kernel))
+    assert np.all(traces[7:] == 0.0)  # every candidate: U = K
+    # one subset's residual: the pseudo-inverse form equals the dense solve
+    subset = [0, 3, 5]
+    got = nystrom_residual_trace(np.diag(kernel), kernel[:, subset], kernel[np.ix_(subset, subset)])
+    assert got == pytest.approx(_dense_residual(kernel, subset), rel=1e-10)
+    with pytest.raises(ValueError, match="max_size"):
+        expected_residual_traces(kernel, -1)
+
+
+def test_approximation_size_is_the_smallest_size_meeting_the_condition():
+    _, kernel = _kernel(7, lengthscale=0.2, seed=3)
+    brute = [_brute_expected_residual(kernel, m) for m in range(8)]
+    for size in range(1, 7):
+        # a threshold between the residuals of size - 1 and size: exactly `size` meets it
+        threshold = 0.5 * (brute[size - 1] + brute[size])
+        chosen, residual = approximation_size(kernel, threshold)
+        assert chosen == size
+        assert residual == pytest.approx(brute[size], rel=1e-8, abs=1e-12)
+        assert brute[chosen] <= threshold < brute[chosen - 1]
+    # nothing smaller than all 7 reconstructs K exactly; the floor is a floor
+    assert approximation_size(kernel, 0.0) == (7, 0.0)
+    assert approximation_size(kernel, 1e9, minimum=3)[0] == 3
+    assert approximation_size(kernel, 1e9, minimum=50)[0] == 7
+    # a kernel of rank 2 is reconstructed by 2 points
+    x = np.linspace(0.0, 1.0, 6)
+    features = np.stack([x, np.ones_like(x)], 1)
+    assert approximation_size(features @ features.T, 0.0) == (2, 0.0)
+
+
+def test_approximation_size_grows_past_its_first_block():
+    # 200 points spread over 40 lengthscales: the smallest size is past the first 64
+    x = np.linspace(0.0, 1.0, 200).reshape(-1, 1)
+    kernel = se(x, x, 1.0, 0.025)
+    size, residual = approximation_size(kernel, 1e-3)
+    traces = expected_residual_traces(kernel, 200)
+    assert size > 64
+    assert traces[size] <= 1e-3 < traces[size - 1] and residual == pytest.approx(traces[size])
+
+
+def test_sparq_approximation_rule_picks_the_smallest_q_of_prop_3_2():
+    eta = 1.0
+    p = make(
+        "sparq-gp-ucb",
+        bounds=[[0.0], [1.0]],
+        seed=0,
+        candidates=GRID,
+        queries_rule="approximation",
+        eta=eta,
+        **KNOWN,
+    )
+    # past inputs within two lengthscales of each other: a few of them explain the rest
+    for j, x in enumerate(GRID[12:20]):
+        p.observe(x, 0.1 * j, f(x, 0.1 * j))
+    checked = 0
+    for k in range(1, 5):
+        q = p.suggest(float(k))
+        extra = p.diagnostics.extra
+        pool = p._past_inputs.numpy()
+        if not any(np.array_equal(q.x, r) for r in pool):
+            pool = np.concatenate([pool, q.x.reshape(1, -1)])
+        kernel = se(pool, pool)  # KNOWN: the prior covariance, noise 0.01
+        size = extra["queries"]
+        expected = _brute_expected_residual(kernel, size)
+        assert expected / 0.01 <= eta
+        assert extra["trace_ratio"] == pytest.approx(expected / 0.01, rel=1e-7, abs=1e-9)
+        if size > 1:
+            assert _brute_expected_residual(kernel, size - 1) / 0.01 > eta
+            checked += size < len(pool)
+        # the drawn subset's own residual, against the dense reference
+        index = [int(np.flatnonzero((pool == row).all(1))[0]) for row in q.additional]
+        assert len(q.additional) == size
+        assert extra["sample_trace_ratio"] == pytest.approx(
+            _dense_residual(kernel, index) / 0.01, rel=1e-6, abs=1e-9
+        )
+        answer(p, q, float(k))
+    assert checked >= 3  # the condition was binding, not met by every candidate
+
+
+@pytest.mark.parametrize("name", ["sparq-gp-ucb", "w-sparq-gp-ucb"])
+def test_approximation_rule_is_capped_by_the_distinct_past_inputs(name):
+    # sigma^2 = 1e-12: only an exact reconstruction meets the condition, i.e. all of them
+    known = {**KNOWN, "initial_hyperparameters": {**KNOWN["initial_hyperparameters"]}}
+    known["initial_hyperparameters"]["noise"] = 1e-12
+    p = make(
+        name,
+        bounds=[[0.0], [1.0]],
+        seed=2,
+        candidates=GRID,
+        queries_rule="approximation",
+        eta=1e-3,
+        **known,
+    )
+    requeries = 0
+    for k in range(1, 8):
+        q = p.suggest(float(k))
+        extra = p.diagnostics.extra
+        if extra["requery"]:
+            requeries += 1
+            assert len(q.additional) == extra["queries"] == extra["dpp_candidates"]
+            assert extra["trace_ratio"] <= 1e-3
+        answer(p, q, float(k))
+    assert requeries >= 3

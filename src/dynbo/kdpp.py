@@ -34,6 +34,20 @@ about 10^4 steps).
 Step count (the project's choice; the paper gives only the order of the cost,
 ``docs/policies/sparq.md``): ``ceil(c_mix N M (ln ln(N + 2) + ln M + 2 ln(1 / eps)))`` with
 ``eps = 1 / N``, at most ``max_steps = 10^4``.
+
+The size ``M`` itself can come from the approximation condition of SparQ (Mauduit et al.,
+Prop. 3.2 and the proof of Thm. 3.10): ``E[tr(K - U_Z)] / sigma^2 <= eta``, the expectation
+over the M-DPP, ``U_Z = K_XZ K_ZZ^+ K_ZX`` the Nystrom approximation of ``K`` from ``Z``.
+That expectation has a closed form (Deshpande, Rademacher, Vempala & Wang 2006, Matrix
+approximation and projective clustering via volume sampling, the identity behind its
+bound; Belabbas & Wolfe 2009, Spectral methods in machine learning and new strategies for
+very large datasets):
+
+    E_{|Z| = M}[tr(K - U_Z)] = (M + 1) e_{M+1}(lambda) / e_M(lambda)
+
+with ``e_j`` the elementary symmetric polynomials of the eigenvalues ``lambda`` of ``K``
+(:func:`expected_residual_traces`, :func:`approximation_size`). It is deterministic: no
+sample is drawn to choose ``M``.
 """
 
 from __future__ import annotations
@@ -41,11 +55,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["KDPPSample", "SwapChain", "chain_steps", "greedy_subset", "sample_kdpp"]
+__all__ = [
+    "KDPPSample",
+    "SwapChain",
+    "approximation_size",
+    "chain_steps",
+    "expected_residual_traces",
+    "greedy_subset",
+    "nystrom_residual_trace",
+    "sample_kdpp",
+]
 
 #: a conditional variance at or below this fraction of the prior variance is a zero
 #: determinant (the point lies in the span of the others)
@@ -257,3 +281,108 @@ def sample_kdpp(
     chain = SwapChain(kernel, subset)
     ran, accepted = chain.run(uniforms, refresh_every)
     return KDPPSample(indices=distinct[chain.subset], steps=ran, accepted=accepted)
+
+
+def _positive_eigenvalues(kernel: np.ndarray) -> np.ndarray:
+    """The eigenvalues of ``(N, N)`` ``kernel`` above the numerical rank tolerance.
+
+    The tolerance is ``N eps max(lambda)`` (float64 ``eps``; numpy's ``matrix_rank``):
+    below it an eigenvalue is round-off, and a round-off product in ``e_j`` would make the
+    expected residual of a numerically exact approximation a spurious positive number.
+    """
+    values = np.linalg.eigvalsh(0.5 * (kernel + kernel.T))
+    top = float(values.max(initial=0.0))
+    tolerance = values.size * np.finfo(np.float64).eps * top
+    return np.sort(values[values > tolerance])[::-1]
+
+
+def _log_elementary_symmetric(values: np.ndarray, order: int) -> np.ndarray:
+    """``(order + 1,)`` ``ln e_j(values)`` for ``j = 0..order`` (``-inf`` where 0), O(N order).
+
+    In logs because ``e_j`` of ``N`` eigenvalues spans far more than a float's range
+    (``e_j <= C(N, j) max(lambda)^j``); the recurrence ``e_j <- e_j + v e_{j-1}`` over the
+    values ``v > 0`` is one ``logaddexp`` per value.
+    """
+    log_e = np.full(order + 1, -np.inf)
+    log_e[0] = 0.0
+    for value in np.log(values):
+        # the right side is evaluated from the old row before it is assigned
+        log_e[1:] = np.logaddexp(log_e[1:], value + log_e[:-1])
+    return log_e
+
+
+def expected_residual_traces(kernel: np.ndarray, max_size: int) -> np.ndarray:
+    """``E[tr(K - U_Z)]`` under the exact M-DPP of ``kernel``, for ``M = 0..max_size``.
+
+    Args:
+        kernel: ``(N, N)`` positive semi-definite matrix (its units: the returned ones).
+        max_size: the largest ``M`` (``>= 0``; sizes above ``N`` repeat 0).
+
+    Returns:
+        ``(max_size + 1,)`` ``(M + 1) e_{M+1}(lambda) / e_M(lambda)``: ``tr K`` at ``M = 0``,
+        non-increasing, 0 from the numerical rank of ``kernel`` on (there the subset spans
+        every column: no M-DPP of a larger size has a positive determinant, and its
+        residual is 0 as well).
+    """
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+        raise ValueError(f"max_size must be a non-negative integer, got {max_size!r}")
+    return _residuals(_positive_eigenvalues(np.asarray(kernel, dtype=np.float64)), max_size)
+
+
+def _residuals(values: np.ndarray, max_size: int) -> np.ndarray:
+    """``(max_size + 1,)`` ``(M + 1) e_{M+1} / e_M`` of the positive ``values``."""
+    log_e = _log_elementary_symmetric(values, max_size + 1)
+    with np.errstate(invalid="ignore"):
+        ratio = np.exp(log_e[1:] - log_e[:-1])
+    # beyond the rank e_M = 0: the residual is 0, not the 0/0 of the formula
+    return np.where(np.isfinite(log_e[:-1]), np.arange(1, max_size + 2) * ratio, 0.0)
+
+
+def approximation_size(kernel: np.ndarray, threshold: float, minimum: int = 1) -> tuple[int, float]:
+    """The smallest ``M >= minimum`` with ``E_{M-DPP}[tr(K - U_Z)] <= threshold``.
+
+    Args:
+        kernel: ``(N, N)`` positive semi-definite matrix over the distinct candidates.
+        threshold: ``eta sigma^2 >= 0`` in the units of ``kernel``.
+        minimum: a floor on ``M`` (``>= 1``).
+
+    Returns:
+        ``(M, E[tr(K - U_Z)])``, ``M`` at most ``N``: with every candidate ``U = K`` and the
+        residual is 0, so the condition always holds by ``M = N`` (by the numerical rank).
+        The expectations are computed for sizes up to 64, then 128, ... (O(N M) after one
+        O(N^3) eigendecomposition).
+    """
+    n = int(np.asarray(kernel).shape[0])
+    if n == 0:
+        raise ValueError("approximation_size needs at least one candidate")
+    minimum = min(max(int(minimum), 1), n)
+    values = _positive_eigenvalues(np.asarray(kernel, dtype=np.float64))
+    limit = min(n, 64)
+    while True:
+        traces = _residuals(values, limit)
+        met = np.flatnonzero(traces[minimum:] <= threshold)
+        if met.size:
+            size = minimum + int(met[0])
+            return size, float(traces[size])
+        if limit >= n:  # unreachable: the residual of all n candidates is 0
+            return n, float(traces[n])
+        limit = min(n, 2 * limit)
+
+
+def nystrom_residual_trace(diagonal: Any, cross: Any, core: Any) -> float:
+    """``tr(K - K_XZ K_ZZ^+ K_ZX)``: the Nystrom residual of one subset ``Z``, O(N M^2).
+
+    Args:
+        diagonal: ``(N,)`` ``k(x_i, x_i)``.
+        cross: ``(N, M)`` ``K_XZ``.
+        core: ``(M, M)`` ``K_ZZ`` (a pseudo-inverse: duplicates and rank loss are allowed).
+
+    Returns:
+        The residual trace, at least 0 (round-off below 0 is clipped).
+    """
+    diagonal = np.asarray(diagonal, dtype=np.float64)
+    cross = np.asarray(cross, dtype=np.float64)
+    core = np.asarray(core, dtype=np.float64)
+    inverse = np.linalg.pinv(0.5 * (core + core.T), hermitian=True)
+    explained = float(np.einsum("ij,ij->", cross @ inverse, cross))
+    return max(float(diagonal.sum()) - explained, 0.0)

@@ -20,7 +20,10 @@ variance ``sigma^2 (1 + (t - tau)^alpha)`` (eqs. 9-10), through the GP's per-obs
 noise multipliers, refreshed before each fit (``t``: the latest observation time, the
 time of the data the posterior ``mu_t, sigma_t`` describes; a fresh observation has
 variance ``sigma^2``). Time ``t`` of the windows and of ``Q_t`` is the iteration index
-(``suggest`` calls), as in the paper's discrete time. The open points of the paper are
+(``suggest`` calls), as in the paper's discrete time. ``Q_t`` is ``ceil(ln(t + 1))`` by
+default, or (``queries_rule="approximation"``) the smallest size whose k-DPP meets the
+paper's approximation condition ``E[tr(K - U)] / sigma^2 <= eta`` (Prop. 3.2; computed in
+closed form, :func:`dynbo.kdpp.approximation_size`). The open points of the paper are
 options (``docs/policies/sparq.md``).
 """
 
@@ -33,14 +36,30 @@ import numpy as np
 import torch
 
 from dynbo.acquisition.ucb import BetaSchedule, make_beta_schedule
-from dynbo.kdpp import sample_kdpp
+from dynbo.kdpp import approximation_size, nystrom_residual_trace, sample_kdpp, unique_rows
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.validation import boolean, count, finite_number, optional_number, positive_int
+from dynbo.validation import (
+    boolean,
+    count,
+    finite_number,
+    optional_number,
+    positive_int,
+    positive_number,
+)
 
-__all__ = ["NOISE_MODELS", "SparQGPUCB", "WSparQGPUCB", "window_starts"]
+__all__ = ["NOISE_MODELS", "QUERY_RULES", "SparQGPUCB", "WSparQGPUCB", "window_starts"]
 
 #: the noise models of the regression set: ``sigma^2 (1 + (t - tau)^alpha)`` or ``sigma^2``
 NOISE_MODELS = ("heteroscedastic", "homoscedastic")
+
+#: the rules for ``Q_t``: ``ceil(c_Q (ln(t + 1))^d)``, or the smallest k-DPP size that meets
+#: the approximation condition ``E[tr(K - U)] / sigma^2 <= eta``
+QUERY_RULES = ("log", "approximation")
+
+#: ``eta`` of the approximation rule when none is given: Prop. 3.4 (Burt et al.'s
+#: Proposition 1) turns ``2 KL <= eta' <= 1/5`` into bounds on the posterior mean and
+#: variance, and ``E[KL] <= eta``, so ``eta = 0.1`` is the largest that keeps ``2 eta <= 1/5``
+DEFAULT_ETA = 0.1
 
 
 #: the longest window (steps): beyond any run, so no later window starts
@@ -91,6 +110,17 @@ class SparQGPUCB(Policy):
         queries: a fixed ``Q_t`` (>= 1) instead of the rule below.
         queries_scale, queries_min: ``Q_t = max(queries_min, ceil(queries_scale
             (ln(t + 1))^d))`` (the paper gives only ``Q_t = O(log^d t)``; defaults 1, 1).
+            ``queries_min`` is a floor under the approximation rule too.
+        queries_rule: ``"log"`` (default: the rule above) or ``"approximation"``: the
+            smallest ``Q >= queries_min`` whose M-DPP over the distinct past inputs ``X``
+            (``x_t`` included) meets the condition of Prop. 3.2, ``E[tr(K - U)] / sigma^2
+            <= eta`` (``K`` the GP's prior covariance over ``X``, ``U = K_XZ K_ZZ^+ K_ZX``
+            the Nystrom approximation from the sample ``Z``, the expectation over the M-DPP,
+            ``sigma^2`` the noise variance; at most the number of distinct past inputs,
+            which always meets it: ``U = K``). Not with ``queries`` or a ``queries_scale``
+            other than 1.
+        eta: the approximation rule's tolerance, finite ``> 0`` (default 0.1: Prop. 3.4's
+            ``2 eta <= 1/5``); only with ``queries_rule="approximation"``.
         noise_model: ``"homoscedastic"`` (default here: the regression set is fresh,
             ``Sigma = sigma^2 I``) or ``"heteroscedastic"`` (the injection above).
         include_window_start_obs: keep the main observation of a re-query step in the
@@ -121,6 +151,8 @@ class SparQGPUCB(Policy):
         queries: int | None = None,
         queries_scale: float = 1.0,
         queries_min: int = 1,
+        queries_rule: str = "log",
+        eta: float | None = None,
         noise_model: str | None = None,
         include_window_start_obs: bool = False,
         dpp_c_mix: float = 1.0,
@@ -139,6 +171,28 @@ class SparQGPUCB(Policy):
         if self.queries_scale <= 0:
             raise ValueError(f"queries_scale must be positive, got {queries_scale!r}")
         self.queries_min = positive_int("queries_min", queries_min)
+        if not isinstance(queries_rule, str) or queries_rule not in QUERY_RULES:
+            raise ValueError(f"queries_rule must be one of {QUERY_RULES}, got {queries_rule!r}")
+        self.queries_rule = queries_rule
+        if queries_rule == "log":
+            if eta is not None:
+                raise ValueError(
+                    "eta is the tolerance of queries_rule='approximation'; the log rule "
+                    f"does not use it, got eta={eta!r}"
+                )
+            self.eta: float | None = None
+        else:
+            # two rules for one Q_t: refuse rather than silently ignore one of them
+            if self.queries is not None:
+                raise ValueError(
+                    "queries fixes Q_t and queries_rule='approximation' chooses it: give one"
+                )
+            if self.queries_scale != 1.0:
+                raise ValueError(
+                    "queries_scale scales the log rule; queries_rule='approximation' does "
+                    f"not use it, got queries_scale={queries_scale!r}"
+                )
+            self.eta = positive_number("eta", DEFAULT_ETA if eta is None else eta)
         noise_model = type(self).default_noise_model if noise_model is None else noise_model
         if noise_model not in NOISE_MODELS:
             raise ValueError(f"noise_model must be one of {NOISE_MODELS}, got {noise_model!r}")
@@ -158,13 +212,55 @@ class SparQGPUCB(Policy):
 
     # ------------------------------------------------------------------ the schedule
     def query_count(self, step: int) -> int:
-        """``Q_t`` at step ``t`` (1-based): ``queries`` or the logarithmic rule."""
+        """``Q_t`` at step ``t`` (1-based): ``queries`` or the logarithmic rule.
+
+        Under ``queries_rule="approximation"`` the size depends on the past inputs and the
+        kernel, not on ``t`` alone: see :meth:`approximation_count`.
+        """
         if self.queries is not None:
             return self.queries
         raw = self.queries_scale * math.log(step + 1) ** self.dim - 1e-12
         # more queries than this is more than any dataset holds; an overflow is no error
         rule = MAX_QUERY_COUNT if not raw < MAX_QUERY_COUNT else math.ceil(raw)
         return max(self.queries_min, rule)
+
+    def approximation_count(self, inputs: torch.Tensor) -> tuple[int, float | None]:
+        """``Q`` of the approximation rule over the GP inputs ``(N, D)`` of the candidates.
+
+        Returns:
+            ``(Q, E[tr(K - U)] / sigma^2)`` over the distinct rows (the ratio ``None`` when
+            ``sigma^2 = 0`` and the residual is not 0), O(N^3) for the eigenvalues of ``K``.
+        """
+        points = self._distinct_float64(inputs)
+        with torch.no_grad():
+            kernel = self._gp.covariance(points, points).cpu().numpy()
+        noise = float(self._gp.hyperparameters.noise)
+        assert self.eta is not None  # only called under the approximation rule
+        size, residual = approximation_size(kernel, self.eta * noise, self.queries_min)
+        return size, _ratio(residual, noise)
+
+    def sample_trace_ratio(self, inputs: torch.Tensor, chosen: torch.Tensor) -> float | None:
+        """``tr(K - U_Z) / sigma^2`` of one subset: the drawn sample's condition, O(N Q^2).
+
+        Args:
+            inputs: ``(N, D)`` GP inputs of the candidates (duplicates allowed).
+            chosen: ``(Q, D)`` GP inputs of the subset ``Z``.
+        """
+        points = self._distinct_float64(inputs)
+        subset = chosen.to(torch.float64)
+        with torch.no_grad():
+            diagonal = self._gp.prior_variance(points).cpu().numpy()
+            cross = self._gp.covariance(points, subset).cpu().numpy()
+            core = self._gp.covariance(subset, subset).cpu().numpy()
+        residual = nystrom_residual_trace(diagonal, cross, core)
+        return _ratio(residual, float(self._gp.hyperparameters.noise))
+
+    @staticmethod
+    def _distinct_float64(inputs: torch.Tensor) -> torch.Tensor:
+        # the k-DPP's candidates (first occurrences), in float64 so that the eigenvalues'
+        # round-off is float64's whatever the model's dtype
+        distinct = unique_rows(inputs.detach().cpu().numpy())
+        return inputs[torch.as_tensor(distinct, device=inputs.device)].to(torch.float64)
 
     def requeries_at(self, step: int) -> bool:
         """Whether step ``t`` re-queries (SparQ: every step)."""
@@ -219,10 +315,14 @@ class SparQGPUCB(Policy):
         pool = self._past_inputs
         if not bool((pool == chosen.reshape(1, -1)).all(dim=1).any()):
             pool = torch.cat([pool, chosen.reshape(1, -1)])
-        size = self.query_count(step)
         inputs = self._gp_inputs(
             self._to_unit(pool.to(self.dtype)), torch.zeros(len(pool), dtype=self.dtype)
         ).to(self.device)
+        if self.queries_rule == "approximation":
+            size, expected_ratio = self.approximation_count(inputs)
+            diag.extra["trace_ratio"] = expected_ratio
+        else:
+            size = self.query_count(step)
         sample = sample_kdpp(
             inputs,
             size,
@@ -232,9 +332,11 @@ class SparQGPUCB(Policy):
             max_steps=self.dpp_max_steps,
         )
         self._round_time = t
+        picked = torch.as_tensor(sample.indices, device=inputs.device)
         diag.extra.update(
             requery=True,
             queries=size,
+            sample_trace_ratio=self.sample_trace_ratio(inputs, inputs[picked]),
             dpp_candidates=len(pool),
             dpp_steps=sample.steps,
             dpp_accepted=sample.accepted,
@@ -270,6 +372,16 @@ class SparQGPUCB(Policy):
         self._past_inputs = past.clone()
         self._round_time = optional_number("round_time", state["round_time"])
         self._additional_total = count("additional_total", state["additional_total"])
+
+
+def _ratio(residual: float, noise: float) -> float | None:
+    """``residual / sigma^2``; with ``sigma^2 = 0``: 0 if the residual is 0, else ``None``.
+
+    ``None`` rather than ``inf``: diagnostics are stored as strict JSON.
+    """
+    if noise > 0:
+        return residual / noise
+    return 0.0 if residual == 0 else None
 
 
 @register
