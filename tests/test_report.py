@@ -375,8 +375,9 @@ def test_neutral_metrics_have_no_overall_row_no_marks_and_no_best_run_caption(tm
     assert OVERALL in build_table(runs, "average_regret").rows
 
 
-def cumulative_store(path, queries):
-    """Runs whose cumulative regret and number of queries are given per (bench, policy)."""
+def cumulative_store(path, queries, additional=None):
+    """Runs whose cumulative regret and number of queries are given per (bench, policy);
+    ``additional``: (bench, policy) -> additional queries of seeds 0 and 1."""
     store = Store(path)
     ids = []
     for (bench, policy), (cumulative, count) in queries.items():
@@ -393,6 +394,8 @@ def cumulative_store(path, queries):
                 "queries": count,
                 "average_regret": (cumulative + seed) / count,
             }
+            if additional and (bench, policy) in additional:
+                summary["additional_queries"] = additional[(bench, policy)][seed]
             iterations = [row(k, float(k), 1.0, k + 3) for k in range(1, 4)]
             store.save_run(RunResult(spec, "done", iterations, [], summary))
             ids.append(spec.run_id)
@@ -431,6 +434,51 @@ def test_a_cumulative_regret_crown_won_by_querying_less_is_flagged(tmp_path):
         table = build_table(store.runs("c1"), "cumulative_regret")
     assert not any(c.flag for c in table.cells.values())
     assert "fewer queries" not in table.caption
+
+
+def test_regret_cells_of_runs_with_additional_queries_carry_their_count(tmp_path):
+    from dynbo.report.html import write_report
+    from dynbo.report.tables import ADDITIONAL_QUERIES_MARK, FEWER_QUERIES_MARK
+
+    # s re-queries past inputs: 1000 + 1020 per run on A (mean 1010), 90 + 110 on B (100);
+    # p reports 0 additional queries, q none at all (a policy without them)
+    values = {("A", "p"): (30.0, 60), ("A", "s"): (10.0, 20), ("B", "p"): (30.0, 60)}
+    values[("B", "s")] = (40.0, 60)
+    values[("A", "q")] = (50.0, 60)
+    extra = {("A", "s"): (1000, 1020), ("B", "s"): (90, 110), ("A", "p"): (0, 0)}
+    extra[("B", "p")] = (0, 0)
+    path = tmp_path / "s.sqlite"
+    with cumulative_store(path, values, extra) as store:
+        runs = store.runs("c1")
+    table = build_table(runs, "average_regret")
+    flagged = {key for key, cell in table.cells.items() if cell.flag}
+    assert flagged == {("A", "s"), ("B", "s")}  # every benchmark row, no summary row
+    assert "1,010 additional queries per run" in table.cells[("A", "s")].note
+    assert "100 additional queries per run" in table.cells[("B", "s")].note
+    # the caption: the column's mean over all its runs, (1010 + 100) / 2
+    assert table.additional_queries == (("s", 555.0),)
+    assert "s +555 additional queries per run on average" in table.caption
+    assert f"{ADDITIONAL_QUERIES_MARK}" in table.markdown()
+    latex = table.latex()
+    assert r"$^\ddagger$" in latex and ADDITIONAL_QUERIES_MARK not in latex
+    assert 'title="s also made 1,010 additional queries' in table.html()
+    assert ADDITIONAL_QUERIES_MARK in summary_table(runs, "average_regret")
+    # beside the cumulative regret too, after the fewer-queries mark of the same cell
+    cumulative = build_table(runs, "cumulative_regret").cells[("A", "s")]
+    assert cumulative.flag == FEWER_QUERIES_MARK + ADDITIONAL_QUERIES_MARK
+    assert "20 queries" in cumulative.note and "1,010 additional" in cumulative.note
+    assert r"$^{\dagger\ddagger}$" in build_table(runs, "cumulative_regret").latex()
+    # not a regret: no mark
+    assert not any(c.flag for c in build_table(runs, "queries").cells.values())
+    # the HTML report's regret tables carry it
+    write_report(path, tmp_path / "rep")
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "s +555 additional queries per run on average" in page
+    # runs without additional queries: no mark, no sentence
+    with cumulative_store(tmp_path / "none.sqlite", values) as store:
+        plain = build_table(store.runs("c1"), "average_regret")
+    assert not any(c.flag for c in plain.cells.values()) and not plain.additional_queries
+    assert "additional queries" not in plain.caption
 
 
 # ------------------------------------------------------------ figures: styles, legend, ticks

@@ -22,6 +22,12 @@ A metric that sums over the queries (the cumulative regret) favors a policy that
 fewer of them: when the best of a row made fewer queries on average than another variant
 of that row, its cell carries a dagger and the caption says why.
 
+A policy that asks for *additional* queries (SparQ-GP-UCB and W-SparQ-GP-UCB re-evaluate
+past inputs: :mod:`dynbo.policies.sparq`) is scored on its main queries only, so in a
+regret table each of its cells carries a double dagger whose note gives that benchmark's
+mean number of additional queries per run, and the caption gives each such column's mean
+over all its runs ("+N additional queries per run on average").
+
 Reference players (``random``, ``oracle-lag``: :mod:`dynbo.harness.references`) get the
 last columns. They are not contenders: the marks, the OVERALL normalization's ``m_b`` and
 ``M_b`` and the fewer-queries flag consider the policies only (a reference's OVERALL
@@ -48,6 +54,7 @@ from dynbo.harness.references import reference_names
 from dynbo.harness.store import policy_variants
 
 __all__ = [
+    "ADDITIONAL_QUERIES_MARK",
     "METRICS",
     "Cell",
     "Table",
@@ -76,6 +83,15 @@ SUMS_OVER_QUERIES = frozenset({"cumulative_regret"})
 
 #: the mark of a best cell that made fewer queries than another variant of its row
 FEWER_QUERIES_MARK = "†"
+
+#: the mark of a regret cell whose runs also made additional queries (not in the regret)
+ADDITIONAL_QUERIES_MARK = "‡"
+
+#: the metrics that score the main queries only: additional queries are shown beside them
+REGRET_METRICS = frozenset({"average_regret", "time_averaged_regret", "cumulative_regret"})
+
+#: the footnote marks as LaTeX superscripts
+_LATEX_MARKS = {FEWER_QUERIES_MARK: r"\dagger", ADDITIONAL_QUERIES_MARK: r"\ddagger"}
 
 #: LaTeX's special characters in text, each as it is written (one pass: no character
 #: of a replacement is replaced again)
@@ -132,8 +148,9 @@ def _values(
 class Cell:
     """One table entry: mean, standard error, seeds, and its marks.
 
-    ``flag`` is a footnote mark (:data:`FEWER_QUERIES_MARK` or empty) and ``note`` the
-    sentence it stands for in this cell (HTML shows it on hover).
+    ``flag`` holds the footnote marks (:data:`FEWER_QUERIES_MARK`,
+    :data:`ADDITIONAL_QUERIES_MARK`, both or none) and ``note`` the sentences they stand
+    for in this cell (HTML shows it on hover).
     """
 
     mean: float
@@ -155,7 +172,9 @@ class Cell:
 class Table:
     """Rows (benchmarks, then OVERALL and SCORE), columns (variants) and their cells.
 
-    ``references`` names the columns that are reference players (the last ones).
+    ``references`` names the columns that are reference players (the last ones);
+    ``additional_queries`` pairs each column whose runs made additional queries with their
+    mean number per run (over all its finished runs).
     """
 
     metric: str
@@ -163,6 +182,7 @@ class Table:
     columns: tuple[str, ...]
     cells: dict[tuple[str, str], Cell]
     references: tuple[str, ...] = ()
+    additional_queries: tuple[tuple[str, float], ...] = ()
 
     @property
     def caption(self) -> str:
@@ -190,11 +210,20 @@ class Table:
                 f" SCORE: each benchmark normalized between {anchor} (0) and random (1), "
                 "averaged over the benchmarks per seed; mean ± se over seeds."
             )
-        if any(cell.flag == FEWER_QUERIES_MARK for cell in self.cells.values()):
+        if any(FEWER_QUERIES_MARK in cell.flag for cell in self.cells.values()):
             text += (
                 f" {FEWER_QUERIES_MARK} The best of the row made fewer queries on average than "
                 "another policy: a sum over queries favors querying less (compare the average "
                 "regret per query)."
+            )
+        if self.additional_queries:
+            counts = ", ".join(
+                f"{column} +{_count(mean)}" for column, mean in self.additional_queries
+            )
+            text += (
+                f" {ADDITIONAL_QUERIES_MARK} The policy also made additional queries "
+                "(re-evaluations of past inputs, not scored): "
+                f"{counts} additional queries per run on average."
             )
         return text
 
@@ -248,14 +277,15 @@ class Table:
                 if cell.bold:
                     text = rf"\textbf{{{text}}}"
                 if cell.flag:
-                    text += r"$^\dagger$"
+                    symbols = "".join(_LATEX_MARKS[m] for m in cell.flag)
+                    text += f"$^{symbols}$" if len(cell.flag) == 1 else f"$^{{{symbols}}}$"
                 cells.append(text)
             if row == self._first_summary_row:
                 lines.append(r"\hline")
             lines.append(escape(row) + " & " + " & ".join(cells) + r" \\")
-        caption = (
-            escape(self.caption).replace("±", r"$\pm$").replace(FEWER_QUERIES_MARK, r"$^\dagger$")
-        )
+        caption = escape(self.caption).replace("±", r"$\pm$")
+        for mark, symbol in _LATEX_MARKS.items():
+            caption = caption.replace(mark, f"$^{symbol}$")
         lines += [r"\hline", r"\end{tabular}", r"\caption{" + caption + "}", r"\end{table}"]
         return "\n".join(lines) + "\n"
 
@@ -360,6 +390,9 @@ def build_table(
     if metric in SUMS_OVER_QUERIES:
         queries = _values(runs, "queries", config)
         _flag_fewer_queries(cells, {k: v for k, v in queries.items() if k[1] in policies}, rows)
+    additional: dict[str, float] = {}
+    if metric in REGRET_METRICS:
+        additional = _flag_additional_queries(cells, _values(runs, "additional_queries", config))
     summaries = []
     if overall and len(rows) > 1:
         summaries.append((OVERALL, _overall_scores(values, rows, columns, policies)))
@@ -383,7 +416,40 @@ def build_table(
         columns=tuple(columns),
         cells=cells,
         references=tuple(references),
+        additional_queries=tuple((c, additional[c]) for c in columns if c in additional),
     )
+
+
+def _count(value: float) -> str:
+    """A mean count as read: ``1,714``, ``12``, ``0.5``."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def _flag_additional_queries(
+    cells: dict[tuple[str, str], Cell], additional: dict[tuple[str, str], dict[int, float]]
+) -> dict[str, float]:
+    """Mark, in place, the cells whose runs made additional queries (the double dagger).
+
+    Returns:
+        ``column -> mean additional queries per run`` over all its runs, for the columns
+        with any.
+    """
+    per_column: dict[str, list[float]] = defaultdict(list)
+    for (row, column), per_seed in additional.items():
+        mean = sum(per_seed.values()) / len(per_seed)
+        per_column[column].extend(per_seed.values())
+        if mean > 0 and (row, column) in cells:
+            cell = cells[(row, column)]
+            note = (
+                f"{column} also made {_count(mean)} additional queries per run on average "
+                "(re-evaluations of past inputs, not scored)"
+            )
+            cells[(row, column)] = replace(
+                cell,
+                flag=cell.flag + ADDITIONAL_QUERIES_MARK,
+                note=f"{cell.note}; {note}" if cell.note else note,
+            )
+    return {c: sum(v) / len(v) for c, v in per_column.items() if sum(v) > 0}
 
 
 def _reference_columns(
