@@ -553,18 +553,36 @@ class Store:
         return frame
 
     def runs_frame(self, campaign_id: str | None = None) -> pd.DataFrame:
-        """One row per run: its identity columns, then its summary metrics (pandas).
+        """One row per run of a campaign: its identity columns, then its summary metrics.
 
-        The identity columns tell configurations apart: ``campaign_id`` (when one is
-        given), ``benchmark`` (the label), ``benchmark_name``, ``policy``, ``variant``
-        (:func:`policy_variants`), ``seed``, and the JSON of
-        ``benchmark_options``, ``policy_options`` and ``protocol``.
+        The identity columns tell configurations apart: ``campaign_id``, ``benchmark``
+        (the label), ``benchmark_name``, ``policy``, ``variant`` (:func:`policy_variants`),
+        ``seed``, and the JSON of ``benchmark_options``, ``policy_options`` and
+        ``protocol``. Without ``campaign_id``: the rows of every campaign (oldest first),
+        each as that campaign's own frame gives them, so that a run that several
+        campaigns share has one row per campaign (with that campaign's label and
+        variant); a run that no campaign links (stored by :meth:`save_run` alone) has
+        one row, with no ``campaign_id``.
         """
         import pandas as pd
 
-        runs = self.runs(campaign_id)
-        config = None
         if campaign_id is not None:
+            return pd.DataFrame(self._run_rows(campaign_id, self.runs(campaign_id)))
+        rows = []
+        for campaign in self.campaigns():
+            cid = campaign["campaign_id"]
+            rows += self._run_rows(cid, self.runs(cid), campaign["config"])
+        linked = {row["run_id"] for row in rows}
+        rows += self._run_rows(None, [r for r in self.runs() if r["run_id"] not in linked])
+        return pd.DataFrame(rows)
+
+    def _run_rows(
+        self,
+        campaign_id: str | None,
+        runs: list[dict[str, Any]],
+        config: Mapping[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        if campaign_id is not None and config is None:
             config = next(
                 (c["config"] for c in self.campaigns() if c["campaign_id"] == campaign_id), None
             )
@@ -589,7 +607,7 @@ class Store:
             }
             row.update(run["summary"])
             rows.append(row)
-        return pd.DataFrame(rows)
+        return rows
 
     def export(
         self, directory: str | Path, fmt: str = "csv", campaign_id: str | None = None
