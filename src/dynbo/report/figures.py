@@ -97,7 +97,11 @@ def _legend(axes, styles: dict[str, dict[str, Any]]) -> None:  # noqa: ANN001 - 
     from matplotlib.lines import Line2D
 
     keys = ("color", "linestyle", "marker", "markersize")
-    handles = [Line2D([], [], lw=1.5, **{k: st[k] for k in keys}) for st in styles.values()]
+    # a reference line has no marker (and its own width)
+    handles = [
+        Line2D([], [], **{"linewidth": 1.5, **{k: st[k] for k in keys if k in st}})
+        for st in styles.values()
+    ]
     labels = [literal(name) for name in styles]
     axes[0, -1].legend(
         handles,
@@ -196,7 +200,7 @@ def regret_figure(iterations: pd.DataFrame, path: str | Path, *, title: str | No
                 warnings.simplefilter("ignore", RuntimeWarning)
                 spread = np.nanstd(stacked, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
             se = np.where(counts > 1, spread / np.sqrt(np.maximum(counts, 1)), 0.0)
-            ax.plot(grid, mean, lw=1.3, **style)
+            ax.plot(grid, mean, **{"linewidth": 1.3, **style})
             ax.fill_between(grid, mean - se, mean + se, color=style["color"], alpha=0.2)
         ax.set_title(literal(bench))
         ax.set_xlabel("time t")
@@ -271,9 +275,11 @@ def dataset_size_figure(
             if rows.empty:
                 continue
             rows = rows[rows["seed"] == rows["seed"].min()]
-            axes[0, column].plot(rows["t"], rows["dataset_size"], lw=1.2, **style)
+            axes[0, column].plot(rows["t"], rows["dataset_size"], **{"linewidth": 1.2, **style})
             if timed:
-                axes[1, column].plot(rows["t"], rows["response_time"], lw=1.2, **style)
+                axes[1, column].plot(
+                    rows["t"], rows["response_time"], **{"linewidth": 1.2, **style}
+                )
         axes[0, column].set_title(literal(bench))
         axes[-1, column].set_xlabel("time t")
         if timed:
