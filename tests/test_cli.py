@@ -101,6 +101,7 @@ def test_every_command_is_one_module_with_the_same_interface():
     assert set(modules) == {
         "run",
         "bench",
+        "tune",
         "list",
         "calibrate",
         "export",

@@ -1,9 +1,10 @@
-"""The ``dynbo`` command line: run, bench, list, calibrate, export, report, show, theory,
+"""The ``dynbo`` command line: run, bench, tune, list, calibrate, export, report, show, theory,
 reproduce, data, serve.
 
     dynbo run --benchmark eggholder --policy st-gp-ucb --clock measured --horizon 120
     dynbo bench --suite quick --workers 2 --store results/quick.sqlite
     dynbo bench campaign.toml --scheduler tcp://host:8786
+    dynbo tune campaign.toml --tuning-seeds 100-104 --budget 20 --out tuned.toml
     dynbo list [benchmarks|suites|policies]
     dynbo calibrate --policy st-gp-ucb --sizes 25 50 100 200
     dynbo export results/quick.sqlite --format parquet --out results/quick

@@ -221,11 +221,20 @@ def _entries(items: Any, what: str) -> list[tuple[str, dict[str, Any], str | Non
         if isinstance(item, str):
             out.append((item, {}, None))
         elif isinstance(item, Mapping):
-            unknown = set(item) - {"name", "options", "label"}
+            # a policy entry may say how its options were chosen (`dynbo tune` writes it;
+            # reports show it): it changes no run
+            keys = {"name", "options", "label"} | ({"tuned"} if what == "policies" else set())
+            unknown = set(item) - keys
             if "name" not in item or unknown:
                 raise ValueError(
-                    f"each entry of {what} needs a 'name' (and optional 'options', 'label'); "
-                    f"got {dict(item)!r}"
+                    f"each entry of {what} needs a 'name' (and optional "
+                    f"{', '.join(repr(k) for k in sorted(keys - {'name'}))}); got {dict(item)!r}"
+                )
+            tuned = item.get("tuned")
+            if tuned is not None and (not isinstance(tuned, str) or not tuned.strip()):
+                raise ValueError(
+                    f"tuned of {what} entry {item['name']!r} must be a non-empty string "
+                    f"saying how its options were chosen, got {_short(tuned)}"
                 )
             options = item.get("options", {})
             if not isinstance(options, Mapping):

@@ -29,6 +29,7 @@ import torch
 
 from dynbo.acquisition.ucb import UpperConfidenceBound
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.tunables import Tunable
 from dynbo.validation import MAX_ABS_TIME, boolean, count, finite_number, positive_int
 
 __all__ = ["ABO"]
@@ -55,6 +56,8 @@ class ABO(Policy):
         "(adaptive Bayesian optimization); look-ahead of the authors' code"
     )
     models_time = True
+    #: the look-ahead window as a fraction of ``l_T`` around the authors' 1/3
+    tunables = {**Policy.tunables, "lookahead_fraction": Tunable(0.1, 1.0, log=True)}
 
     def __init__(
         self,

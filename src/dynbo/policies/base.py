@@ -65,6 +65,7 @@ from dynbo.policies.domain import SearchDomain
 from dynbo.policies.early_fit import EarlyFit
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import capture_state, check_state, read_state_file, restore_state
+from dynbo.policies.tunables import EXPLORATION, Tunable
 from dynbo.validation import (
     MAX_ABS_TIME,
     at_most,
@@ -263,6 +264,8 @@ class Policy(ABC):
     #: whether ``beta`` is a confidence radius that multiplies ``sigma`` itself (the
     #: kernel-ridge and SparQ families) rather than ``sqrt(beta)`` (see :meth:`kappa`).
     beta_is_radius: ClassVar[bool] = False
+    #: the free settings ``dynbo tune`` chooses, with their ranges (:mod:`.tunables`)
+    tunables: ClassVar[dict[str, Tunable]] = {"exploration_scale": EXPLORATION}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
         obj = super().__new__(cls)

@@ -23,6 +23,7 @@ from dynbo.models.fit import fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import KernelSpec, markov_epsilon, markov_lengthscale
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.tunables import Tunable
 from dynbo.policies.tv_gp_ucb import parse_epsilon, parse_epsilon_bounds
 from dynbo.theory import reset_interval
 from dynbo.validation import count, finite_number, optional_number, positive_int
@@ -65,6 +66,12 @@ class RGPUCB(Policy):
     )
     models_time = False
     default_min_fit_size = 5
+    #: the block length ``N`` (the default: the continuous variant's ``N(eps)``); not
+    #: with ``epsilon``, which fixes ``N`` by Corollary 4.1
+    tunables = {
+        **Policy.tunables,
+        "reset_every": Tunable(5, 1000, log=True, integer=True, conflicts=("epsilon",)),
+    }
 
     def __init__(
         self,
@@ -184,6 +191,8 @@ class ETGPUCB(Policy):
     )
     models_time = False
     default_min_fit_size = 5
+    #: the trigger's ``delta_B`` around the paper's 0.1
+    tunables = {**Policy.tunables, "delta_B": Tunable(1e-3, 0.5, log=True)}
 
     def __init__(self, bounds: Any, *, delta_B: float = 0.1, **kwargs: Any) -> None:  # noqa: N803
         super().__init__(bounds, **kwargs)

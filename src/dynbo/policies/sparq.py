@@ -38,6 +38,7 @@ import torch
 from dynbo.acquisition.ucb import BetaSchedule, make_beta_schedule
 from dynbo.kdpp import approximation_size, nystrom_residual_trace, sample_kdpp, unique_rows
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.tunables import Tunable
 from dynbo.validation import (
     boolean,
     count,
@@ -142,6 +143,13 @@ class SparQGPUCB(Policy):
     beta_is_radius = True
     #: the noise model when the option is not given
     default_noise_model = "homoscedastic"
+    #: ``alpha`` (the paper's moderate range [1/3, 1] inside) and the constant of the
+    #: logarithmic ``Q_t`` (not with a fixed ``queries`` or the approximation rule)
+    tunables = {
+        **Policy.tunables,
+        "alpha": Tunable(0.1, 3.0, log=True),
+        "queries_scale": Tunable(0.25, 4.0, log=True, conflicts=("queries", "queries_rule")),
+    }
 
     def __init__(
         self,
@@ -404,6 +412,8 @@ class WSparQGPUCB(SparQGPUCB):
         "Time-Varying Functions, Algorithm 2 and eq. 32"
     )
     default_noise_model = "heteroscedastic"
+    #: SparQ's and the window parameter ``a~`` inside ``(0, 1/3)`` (default 1/4)
+    tunables = {**SparQGPUCB.tunables, "alpha_tilde": Tunable(0.05, 0.33)}
 
     def __init__(self, bounds: Any, *, alpha_tilde: float = 0.25, **kwargs: Any) -> None:
         super().__init__(bounds, **kwargs)

@@ -33,6 +33,7 @@ from dynbo.models.kernel import (
     names_temporal,
 )
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.tunables import Tunable
 from dynbo.validation import count, finite_number, ordered_pair
 from dynbo.validation import time_step as check_time_step
 
@@ -89,6 +90,8 @@ class TVGPUCB(Policy):
     )
     models_time = True
     fixed_temporal_kernel = "matern12"
+    #: a fixed ``eps`` (the default learns it) around the paper's 0.001-0.03
+    tunables = {**Policy.tunables, "epsilon": Tunable(1e-4, 0.5, log=True)}
 
     def __init__(
         self,

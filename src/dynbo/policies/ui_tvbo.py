@@ -46,6 +46,7 @@ from dynbo.models.kernel import (
     names_temporal,
 )
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.tunables import Tunable
 from dynbo.validation import (
     at_most,
     boolean,
@@ -119,6 +120,11 @@ class UITVBO(Policy):
     fixed_temporal_kernel = "wiener"
     known_noise = True
     accepts_wiener = True
+    #: a fixed ``sigma_w^2`` around the paper's 0.03 (not when it is learned)
+    tunables = {
+        **Policy.tunables,
+        "wiener_variance": Tunable(1e-3, 0.3, log=True, conflicts=("learn_wiener_variance",)),
+    }
 
     def __init__(
         self,

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.tunables import Tunable
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.validation import boolean, finite_number, optional_number, positive_int
 
@@ -66,6 +67,8 @@ class WDBO(Policy):
         "in Dynamic Bayesian Optimization, Algorithm 1"
     )
     models_time = True
+    #: the budget growth ``alpha`` around the paper's 0.25
+    tunables = {**Policy.tunables, "alpha": Tunable(0.025, 2.5, log=True)}
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ from dynbo.acquisition.ucb import BetaSchedule, make_beta_schedule
 from dynbo.models.ridge import WIDTHS, WeightedRidgeView
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.policies.resetting import periodic_reset_due
+from dynbo.policies.tunables import Tunable
 from dynbo.policies.tv_gp_ucb import parse_epsilon
 from dynbo.validation import finite_number, positive_int
 
@@ -100,6 +101,8 @@ class SWGPUCB(KernelRidgePolicy):
         "Zhou & Shroff (2021), No-Regret Algorithms for Time-Varying Bayesian "
         "Optimization (sliding window)"
     )
+    #: the window ``W`` around the default 100
+    tunables = {**Policy.tunables, "window": Tunable(5, 1000, log=True, integer=True)}
 
     def __init__(self, bounds: Any, *, window: int = 100, **kwargs: Any) -> None:
         super().__init__(bounds, **kwargs)
@@ -139,6 +142,8 @@ class BRGPUCB(KernelRidgePolicy):
         "Zhou & Shroff (2021), No-Regret Algorithms for Time-Varying Bayesian "
         "Optimization (restarting)"
     )
+    #: the block length ``H`` around the default 100
+    tunables = {**Policy.tunables, "restart_every": Tunable(5, 1000, log=True, integer=True)}
 
     def __init__(self, bounds: Any, *, restart_every: int = 100, **kwargs: Any) -> None:
         super().__init__(bounds, **kwargs)
@@ -174,6 +179,8 @@ class WGPUCB(KernelRidgePolicy):
         "Deng, Zhou, Kim, Tewari, Gupta & Shroff (2022), Weighted Gaussian Process "
         "Bandits for Non-stationary Environments"
     )
+    #: the discount ``gamma``: an effective memory ``1 / (1 - gamma)`` of 5 to 1000
+    tunables = {**Policy.tunables, "gamma": Tunable(0.8, 0.999)}
 
     def __init__(
         self, bounds: Any, *, gamma: float = 0.99, width: str = "sandwich", **kwargs: Any

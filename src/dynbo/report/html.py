@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import json
 import os
 import re
 import shutil
@@ -45,6 +46,7 @@ table.results td { text-align: right; font-variant-numeric: tabular-nums; }
 table.results caption { caption-side: bottom; text-align: left; color: #555; padding-top: 0.5em; }
 tr.overall th, tr.overall td { border-top: 2px solid #444; }
 th.reference { font-style: italic; color: #555; }
+table.settings td { text-align: left; }
 img { max-width: 100%; display: block; margin: 1em 0; }
 code { background: #f3f3f3; padding: 0 0.2em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
@@ -333,6 +335,71 @@ REPORT_FILES = frozenset(
 )
 
 
+def _settings_html(
+    runs: list[dict[str, Any]],
+    variants: dict[str, str],
+    config: dict[str, Any],
+    columns: tuple[str, ...],
+) -> str:
+    """The table of each column's policy options and how they were chosen: the
+    ``tuned`` string of the campaign's policy entry (``dynbo tune`` writes it), else
+    "set in the campaign" for an entry with options, "paper default" for one without."""
+    from dynbo.harness.references import reference_names
+
+    entries = [
+        {"name": item} if isinstance(item, str) else dict(item)
+        for item in config.get("policies", []) or []
+        if isinstance(item, (str, dict))
+    ]
+    by_column: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_column.setdefault(variants[run["run_id"]], []).append(run)
+    rows = []
+    for column in [*columns, *sorted(set(by_column) - set(columns))]:
+        group = by_column.get(column)
+        if not group:
+            continue
+        policy = group[0]["policy"]
+        texts = {k: json.dumps(v, sort_keys=True) for k, v in group[0]["policy_options"].items()}
+        common = dict(texts)
+        for run in group[1:]:
+            options = run["policy_options"]
+            common = {
+                k: v
+                for k, v in common.items()
+                if k in options and json.dumps(options[k], sort_keys=True) == v
+            }
+        varying = sorted({k for run in group for k in run["policy_options"]} - set(common))
+        shown = ", ".join(f"{k} = {v}" for k, v in sorted(common.items())) or "defaults"
+        if varying:
+            shown += f" (by benchmark: {', '.join(varying)})"
+        # the entry whose options the column's runs carry (the most specific)
+        options = group[0]["policy_options"]
+        matches = [
+            (entry.get("label") == column, len(entry.get("options") or {}), i)
+            for i, entry in enumerate(entries)
+            if entry.get("name") == policy
+            and all(options.get(k) == v for k, v in (entry.get("options") or {}).items())
+        ]
+        entry = entries[max(matches)[2]] if matches else {}
+        if policy in reference_names():
+            how = "reference player (not tuned)"
+        elif entry.get("tuned"):
+            how = str(entry["tuned"])
+        elif entry.get("options"):
+            how = "set in the campaign"
+        else:
+            how = "paper default"
+        rows.append(
+            f"<tr><th>{html.escape(column)}</th><td><code>{html.escape(shown)}</code></td>"
+            f"<td>{html.escape(how)}</td></tr>"
+        )
+    return (
+        '<table class="results settings"><tr><th>column</th><th>options</th>'
+        "<th>how they were chosen</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
 def _is_report_file(name: str) -> bool:
     # animation_<i>.gif of earlier versions, animation_<benchmark>_<policy>_seed<k>.gif now
     return name in REPORT_FILES or re.fullmatch(r"animation_[A-Za-z0-9._-]+\.gif", name) is not None
@@ -405,6 +472,7 @@ def _write_files(
     ]
     if extra_html:
         parts.append(extra_html)
+    parts += ["<h2>Settings</h2>", _settings_html(runs, variants, config, main.columns)]
     for title, path in figures:
         parts += [f"<h2>{html.escape(title)}</h2>", _image(path, title)]
     if animations:

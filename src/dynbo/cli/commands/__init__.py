@@ -14,6 +14,7 @@ Adding a command is a new module here plus its line in :data:`COMMANDS`.
 COMMANDS = (
     "run",
     "bench",
+    "tune",
     "listing",  # dynbo list
     "calibrate",
     "export",
