@@ -384,7 +384,9 @@ def test_the_documented_campaign_example_is_valid(tmp_path):
     config.write_text(re.search(r"```toml\n(.*?)```", text, re.S).group(1))
     campaign = load_campaign(config)
     validate_campaign(campaign)
-    assert campaign.name == "drift-study" and len(campaign) == 3 * 3 * 3
+    # 3 benchmarks x (3 policies + the 2 reference players) x 3 seeds
+    assert campaign.name == "drift-study" and len(campaign) == 3 * 5 * 3
+    assert {s.policy for s in campaign.specs} >= {"random", "oracle-lag"}
     assert {s.protocol.clock for s in campaign.specs} == {"modeled"}
     assert {s.display_benchmark for s in campaign.specs} == {"eggholder", "hartmann3", "ackley-2d"}
 
