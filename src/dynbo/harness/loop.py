@@ -436,144 +436,252 @@ def _execute(
     Returns:
         The :class:`RunResult` with one record per warm-up point and per iteration.
     """
-    protocol = spec.protocol
-    torch.set_num_threads(protocol.threads)
+    torch.set_num_threads(spec.protocol.threads)
     started = time.perf_counter()
-    iterations: list[dict[str, Any]] = []
-    timings: list[dict[str, Any]] = []
+    run = _Run(spec)
     status, error = "done", None
-    horizon = 0.0
     try:
-        bench = benchmark if benchmark is not None else _make_benchmark(spec)
-        horizon = run_horizon(protocol, bench)
-        factor = protocol.time_factor  # compression: every duration shrinks by 1 / kappa
-        cost = float(bench.cost if protocol.cost is None else protocol.cost) * factor
-        check_clock_advances(protocol, cost)
-        additional_cost = (
-            cost if protocol.additional_cost is None else protocol.additional_cost * factor
-        )
-        design_rng = np.random.default_rng([int(spec.seed), 0])
-        noise_rng = np.random.default_rng([int(spec.seed), 1])
-        policy = make_run_policy(spec, bench, horizon)
-        for i, (x, t) in enumerate(_warmup_design(bench, protocol, horizon, design_rng)):
-            y = bench.observe(x, t, noise_rng)
-            policy.observe(x, t, y)
-            row = _row(i - protocol.warmup, True, t, t, x, y, bench)
-            row.update(dataset_size=policy.dataset_size)
-            iterations.append(row)
-        discrete = protocol.clock == "step"
-        response_model = (
-            ResponseTimeModel(tuple(c * factor for c in protocol.response_time))
-            if protocol.response_time
-            else None
-        )
-        clock = Clock(
-            protocol.clock,
-            response_time=response_model,
-            start=1.0 if discrete else protocol.warmup_fraction * horizon,
-        )
-        pending: tuple[np.ndarray, float, float] | None = None
-        pending_additional: tuple[np.ndarray, list[float], list[float]] | None = None
-        k = 0
+        run.prepare(benchmark)
+        run.warm_up()
+        run.start_clock()
         while True:
-            s = clock.current()
-            if (discrete and s > horizon) or (not discrete and s >= horizon):
+            step = run.begin()
+            if step is None:  # the horizon or the iteration cap is reached
                 break
-            if protocol.max_iterations is not None and k >= protocol.max_iterations:
+            run.suggest(step)
+            run.charge_response_time(step)
+            if not run.land(step):  # it would land after the horizon: not made
                 break
-            work_start = time.perf_counter()
-            if pending is not None:
-                policy.observe(*pending)
-            if pending_additional is not None:
-                policy.observe_additional(*pending_additional)
-            size_before = policy.dataset_size
-            query = policy.suggest(s)
-            measured = time.perf_counter() - work_start
-            response = clock.respond(measured * factor, size_before)
-            if discrete:
-                # a query for a later time (ABO) waits for the first step at or after it
-                clock.wait_until(float(math.ceil(query.t - 1e-9)))
-                landing = clock.current()
-                if landing > horizon:
-                    break
-            else:
-                if protocol.clock != "wall":
-                    clock.advance(response)
-                clock.wait_until(query.t)
-                landing = clock.current()
-                if landing > horizon:
-                    break
-            k += 1
-            y = bench.observe(query.x, landing, noise_rng)
-            diag = policy.diagnostics
-            row = _row(k, False, s, landing, query.x, y, bench)
-            pending_additional = _evaluate_additional(
-                query.additional,
-                bench,
-                clock,
-                [landing] * len(query.additional)
-                if discrete
-                else [landing + cost + j * additional_cost for j in range(len(query.additional))],
-                horizon,
-                noise_rng,
-            )
-            made = 0 if pending_additional is None else len(pending_additional[1])
-            extra = dict(diag.extra)
-            if made:
-                xs, ts, ys = pending_additional  # type: ignore[misc]
-                extra["additional"] = [
-                    {"x": [float(v) for v in xs[j]], "t": ts[j], "y": ys[j]} for j in range(made)
-                ]
-            virtual_split = protocol.clock in ("wall", "measured")
-            row.update(
-                dataset_size=policy.dataset_size,
-                response_time=float(response),
-                fit_seconds=diag.fit_seconds if virtual_split else None,
-                acquisition_seconds=diag.acquisition_seconds if virtual_split else None,
-                cleaning_seconds=diag.cleaning_seconds if virtual_split else None,
-                removed=int(diag.removed),
-                reset=int(diag.reset),
-                additional_queries=made,
-                hyperparameters=to_json(diag.hyperparameters),
-                extra=to_json(extra),
-            )
-            iterations.append(row)
-            timings.append(
-                {
-                    "k": k,
-                    "measured_seconds": measured,
-                    "fit_seconds": diag.fit_seconds,
-                    "acquisition_seconds": diag.acquisition_seconds,
-                    "cleaning_seconds": diag.cleaning_seconds,
-                }
-            )
-            if on_iteration is not None:
-                on_iteration(row)
-            if observer is not None:
-                observer(policy, row)
-            pending = (query.x, landing, y)
-            if discrete:
-                clock.advance(1.0)
-            elif protocol.clock == "wall":
-                # the answer arrives c after landing (and the additional ones after it);
-                # the recording above is not the objective's time
-                clock.wait_until(landing + cost + made * additional_cost)
-            else:
-                clock.advance(cost + made * additional_cost)
+            run.evaluate(step)
+            run.evaluate_additional(step)
+            run.record(step, on_iteration, observer)
+            run.advance(step)
     except Exception as err:  # noqa: BLE001 - a failed run is data, not a crash
         status = "failed"
         error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
-    # in discrete time each query holds for one step, the last one until T + 1
-    summary = summarize(iterations, horizon + 1.0 if protocol.clock == "step" else horizon)
     return RunResult(
         spec=spec,
         status=status,
-        iterations=iterations,
-        timings=timings,
-        summary=summary,
+        iterations=run.iterations,
+        timings=run.timings,
+        summary=run.summary(),
         error=error,
         wall_seconds=time.perf_counter() - started,
     )
+
+
+@dataclass
+class _Step:
+    """One loop iteration as the protocol's steps fill it in (times in clock seconds)."""
+
+    #: ``s_k``: the clock time the iteration starts at
+    s: float
+    query: Any = None
+    #: seconds the policy's work (observe the previous answer, suggest) really took
+    measured: float = 0.0
+    #: the dataset size ``n`` the suggestion was computed with (what ``R(n)`` reads)
+    size_before: int = 0
+    #: ``D_k``: the response time the clock charges
+    response: float = 0.0
+    #: ``t_k``: the time the query lands and is evaluated at
+    landing: float = 0.0
+    y: float = 0.0
+    diagnostics: Any = None
+    row: dict[str, Any] = field(default_factory=dict)
+    #: the additional queries made: ``(points (m, d), times, values)``, or ``None``
+    additional: tuple[np.ndarray, list[float], list[float]] | None = None
+
+    @property
+    def made(self) -> int:
+        """``m``: how many additional queries were made."""
+        return 0 if self.additional is None else len(self.additional[1])
+
+
+class _Run:
+    """The state of one run between the steps of the protocol (module docstring).
+
+    :func:`_execute` calls the steps in the protocol's order; each method is one of them.
+    Until :meth:`prepare` has run, only ``iterations``, ``timings`` and ``horizon`` are
+    set (what a run that failed that early is summarized from).
+    """
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.protocol = spec.protocol
+        self.iterations: list[dict[str, Any]] = []
+        self.timings: list[dict[str, Any]] = []
+        self.horizon = 0.0
+        #: loop iterations made so far (the records' ``k``)
+        self.k = 0
+        #: the previous answer ``(x, t, y)``, told to the policy at the next iteration
+        self.pending: tuple[np.ndarray, float, float] | None = None
+        #: the previous additional answers ``(points, times, values)``, likewise
+        self.pending_additional: tuple[np.ndarray, list[float], list[float]] | None = None
+
+    def prepare(self, benchmark: Benchmark | None) -> None:
+        """Build the benchmark, the durations (compressed), the noise stream and the policy."""
+        protocol = self.protocol
+        self.bench = benchmark if benchmark is not None else _make_benchmark(self.spec)
+        self.horizon = run_horizon(protocol, self.bench)
+        self.factor = protocol.time_factor  # compression: every duration shrinks by 1 / kappa
+        bench_cost = self.bench.cost if protocol.cost is None else protocol.cost
+        self.cost = float(bench_cost) * self.factor
+        check_clock_advances(protocol, self.cost)
+        self.additional_cost = (
+            self.cost
+            if protocol.additional_cost is None
+            else protocol.additional_cost * self.factor
+        )
+        self.discrete = protocol.clock == "step"
+        self.noise_rng = np.random.default_rng([int(self.spec.seed), 1])
+        self.policy = make_run_policy(self.spec, self.bench, self.horizon)
+
+    def warm_up(self) -> None:
+        """Step 1: the policy observes the warm-up design (recorded, flagged, ``k <= 0``)."""
+        bench, policy, warmup = self.bench, self.policy, self.protocol.warmup
+        design_rng = np.random.default_rng([int(self.spec.seed), 0])
+        for i, (x, t) in enumerate(_warmup_design(bench, self.protocol, self.horizon, design_rng)):
+            y = bench.observe(x, t, self.noise_rng)
+            policy.observe(x, t, y)
+            row = _row(i - warmup, True, t, t, x, y, bench)
+            row.update(dataset_size=policy.dataset_size)
+            self.iterations.append(row)
+
+    def start_clock(self) -> None:
+        """Start the clock after the warm-up (the wall clock's origin is its creation)."""
+        protocol = self.protocol
+        response_model = (
+            ResponseTimeModel(tuple(c * self.factor for c in protocol.response_time))
+            if protocol.response_time
+            else None
+        )
+        self.clock = Clock(
+            protocol.clock,
+            response_time=response_model,
+            start=1.0 if self.discrete else protocol.warmup_fraction * self.horizon,
+        )
+
+    def begin(self) -> _Step | None:
+        """Start iteration ``k + 1`` at ``s_k``; ``None`` when the run is over (the horizon
+        reached, under the step clock passed, or ``max_iterations`` made)."""
+        s = self.clock.current()
+        if (self.discrete and s > self.horizon) or (not self.discrete and s >= self.horizon):
+            return None
+        if self.protocol.max_iterations is not None and self.k >= self.protocol.max_iterations:
+            return None
+        return _Step(s=s)
+
+    def suggest(self, step: _Step) -> None:
+        """Tell the policy the previous answers and ask ``suggest(s_k)``, timing the work."""
+        policy = self.policy
+        work_start = time.perf_counter()
+        if self.pending is not None:
+            policy.observe(*self.pending)
+        if self.pending_additional is not None:
+            policy.observe_additional(*self.pending_additional)
+        step.size_before = policy.dataset_size
+        step.query = policy.suggest(step.s)
+        step.measured = time.perf_counter() - work_start
+
+    def charge_response_time(self, step: _Step) -> None:
+        """``D_k``: what the clock charges for the work (modeled: ``R(n)``, step: 0)."""
+        step.response = self.clock.respond(step.measured * self.factor, step.size_before)
+
+    def land(self, step: _Step) -> bool:
+        """Move the clock to ``t_k = max(s_k + D_k, query.t)``; whether that is within the
+        horizon (a query that would land after it is not made)."""
+        clock = self.clock
+        if self.discrete:
+            # a query for a later time (ABO) waits for the first step at or after it
+            clock.wait_until(float(math.ceil(step.query.t - 1e-9)))
+        else:
+            if self.protocol.clock != "wall":
+                clock.advance(step.response)
+            clock.wait_until(step.query.t)
+        step.landing = clock.current()
+        return step.landing <= self.horizon
+
+    def evaluate(self, step: _Step) -> None:
+        """Evaluate the query at ``t_k``; its record with the regret ``r_k``."""
+        self.k += 1
+        step.y = self.bench.observe(step.query.x, step.landing, self.noise_rng)
+        step.diagnostics = self.policy.diagnostics
+        step.row = _row(self.k, False, step.s, step.landing, step.query.x, step.y, self.bench)
+
+    def evaluate_additional(self, step: _Step) -> None:
+        """Evaluate the query's additional points (step clock: all at ``t_k``; else the
+        ``j``-th at ``t_k + c + j c_a``), those before the horizon."""
+        count = len(step.query.additional)
+        if self.discrete:
+            times = [step.landing] * count
+        else:
+            times = [step.landing + self.cost + j * self.additional_cost for j in range(count)]
+        step.additional = _evaluate_additional(
+            step.query.additional, self.bench, self.clock, times, self.horizon, self.noise_rng
+        )
+
+    def record(
+        self,
+        step: _Step,
+        on_iteration: Callable[[dict[str, Any]], None] | None,
+        observer: Callable[[Any, dict[str, Any]], None] | None,
+    ) -> None:
+        """Complete the iteration's record and timings, report them, keep the answers."""
+        diag, made, protocol = step.diagnostics, step.made, self.protocol
+        extra = dict(diag.extra)
+        if made:
+            xs, ts, ys = step.additional  # type: ignore[misc]
+            extra["additional"] = [
+                {"x": [float(v) for v in xs[j]], "t": ts[j], "y": ys[j]} for j in range(made)
+            ]
+        # only the real-time clocks split the response time into the policy's phases
+        virtual_split = protocol.clock in ("wall", "measured")
+        row = step.row
+        row.update(
+            dataset_size=self.policy.dataset_size,
+            response_time=float(step.response),
+            fit_seconds=diag.fit_seconds if virtual_split else None,
+            acquisition_seconds=diag.acquisition_seconds if virtual_split else None,
+            cleaning_seconds=diag.cleaning_seconds if virtual_split else None,
+            removed=int(diag.removed),
+            reset=int(diag.reset),
+            additional_queries=made,
+            hyperparameters=to_json(diag.hyperparameters),
+            extra=to_json(extra),
+        )
+        self.iterations.append(row)
+        self.timings.append(
+            {
+                "k": self.k,
+                "measured_seconds": step.measured,
+                "fit_seconds": diag.fit_seconds,
+                "acquisition_seconds": diag.acquisition_seconds,
+                "cleaning_seconds": diag.cleaning_seconds,
+            }
+        )
+        if on_iteration is not None:
+            on_iteration(row)
+        if observer is not None:
+            observer(self.policy, row)
+        self.pending = (step.query.x, step.landing, step.y)
+        self.pending_additional = step.additional
+
+    def advance(self, step: _Step) -> None:
+        """Advance to ``s_{k+1}``: one step, or ``t_k + c + m c_a`` (the answer arrives
+        ``c`` after landing, the ``m`` additional ones after it)."""
+        if self.discrete:
+            self.clock.advance(1.0)
+        elif self.protocol.clock == "wall":
+            # the recording above is not the objective's time
+            self.clock.wait_until(step.landing + self.cost + step.made * self.additional_cost)
+        else:
+            self.clock.advance(self.cost + step.made * self.additional_cost)
+
+    def summary(self) -> dict[str, Any]:
+        """The run's metrics over what it recorded."""
+        # in discrete time each query holds for one step, the last one until T + 1
+        end = self.horizon + 1.0 if self.protocol.clock == "step" else self.horizon
+        return summarize(self.iterations, end)
 
 
 def _evaluate_additional(
