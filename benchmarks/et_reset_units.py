@@ -8,7 +8,11 @@ the hyperparameters' units, ET-GP-UCB on Powell (seed 0) reset 340 times and nev
 more than 2 observations after its first trigger.
 
     python benchmarks/et_reset_units.py --benchmarks powell griewank --seeds 0 1 2 \
-        --out docs/results/et_reset_units.json
+        --store results/bolt-table3-modeled.sqlite --out docs/results/et_reset_units.json
+
+The runs are those of ``benchmarks/reproduction_rerun.py bolt-table3 --clock modeled``
+(the same identity): with ``--store``, a run that store already holds is read from it
+instead of being run again.
 """
 
 from __future__ import annotations
@@ -24,24 +28,33 @@ import numpy as np
 from dynbo.benchmarks.registry import suite
 from dynbo.harness import Protocol, RunSpec, execute
 from dynbo.harness.campaign import DEFAULT_RESPONSE_TIME
+from dynbo.harness.store import ITERATION_COLUMNS, Store
 
 
-def summarize(result) -> dict:  # noqa: ANN001 - a RunResult
-    loop = [r for r in result.iterations if not r["warmup"]]
+def summarize(iterations: list[dict], summary: dict) -> dict:
+    loop = [r for r in iterations if not r["warmup"]]
     resets = [r["k"] for r in loop if r.get("reset")]
     after = [r["dataset_size"] for r in loop if resets and r["k"] >= resets[0]]
     return {
-        "status": result.status,
         "queries": len(loop),
-        "average_regret": result.summary["average_regret"],
-        "time_averaged_regret": result.summary["time_averaged_regret"],
+        "average_regret": summary["average_regret"],
+        "time_averaged_regret": summary["time_averaged_regret"],
         "resets": len(resets),
         "first_reset_iteration": resets[0] if resets else None,
         "median_size_after_first_reset": float(np.median(after)) if after else None,
         "max_size_after_first_reset": max(after) if after else None,
-        "final_dataset_size": result.summary["final_dataset_size"],
-        "wall_seconds": result.wall_seconds,
+        "final_dataset_size": summary["final_dataset_size"],
     }
+
+
+def stored(store: Store | None, spec: RunSpec) -> tuple[list[dict], dict] | None:
+    """The iterations and summary of ``spec``'s run if ``store`` holds it finished."""
+    if store is None or spec.run_id not in store.completed_run_ids():
+        return None
+    run = next(r for r in store.runs() if r["run_id"] == spec.run_id)
+    rows = store.iteration_rows([spec.run_id])
+    iterations = [dict(zip(ITERATION_COLUMNS, row)) for row in rows]
+    return iterations, run["summary"]
 
 
 def main() -> None:
@@ -49,11 +62,13 @@ def main() -> None:
     parser.add_argument("--benchmarks", nargs="+", default=["powell"])
     parser.add_argument("--policies", nargs="+", default=["et-gp-ucb", "gp-ucb"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--store", help="read the runs this result store holds")
     parser.add_argument("--out", help="write the JSON here too")
     args = parser.parse_args()
     entries = {e.label or e.benchmark: e for e in suite("bolt").entries}
     protocol = Protocol(clock="modeled", response_time=DEFAULT_RESPONSE_TIME, warmup=15)
     runs = []
+    store = Store(args.store, read_only=True) if args.store else None
     for label in args.benchmarks:
         entry = entries[label]
         for policy in args.policies:
@@ -68,7 +83,12 @@ def main() -> None:
                     label=label,
                 )
                 row = {"benchmark": label, "policy": policy, "seed": seed}
-                row.update(summarize(execute(spec)))
+                found = stored(store, spec)
+                if found is None:
+                    result = execute(spec)
+                    found = (result.iterations, result.summary)
+                    row["status"] = result.status
+                row.update(summarize(*found))
                 runs.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
     out = {

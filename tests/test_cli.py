@@ -339,3 +339,29 @@ def test_bench_into_a_log_file_has_no_carriage_return(tmp_path):
     for seed in (0, 1):
         assert any(f"done: eggholder gp-ucb seed {seed} (" in line for line in lines)
     assert f"{total} done, 0 failed" in text
+
+
+@pytest.mark.parametrize("command", ["show", "export"])
+def test_commands_that_only_read_a_store_import_no_torch(tmp_path, command):
+    from dynbo.harness import Store, build_campaign, run_campaign
+
+    store_path = tmp_path / "s.sqlite"
+    campaign = build_campaign(
+        {
+            "benchmarks": [{"name": "ackley", "options": {"dim": 1}}],
+            "policies": ["random"],
+            "references": ["oracle-lag"],
+            "seeds": 2,
+            "protocol": {"clock": "step", "horizon": 4, "warmup": 1},
+        }
+    )
+    with Store(store_path) as store:
+        run_campaign(campaign, store, progress=False)
+    argv = [command, str(store_path)]
+    if command == "export":
+        argv += ["--format", "csv", "--out", str(tmp_path / "x")]
+    proc = _python(["-X", "importtime", "-m", "dynbo", *argv], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "dynbo.harness.store" in imported
+    assert not {m for m in imported if m.split(".")[0] in {"torch", "botorch", "gpytorch"}}

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from dynbo.harness.clocks import load_calibration
+from dynbo.harness.labels import RESERVED_ROWS
 from dynbo.harness.loop import (
     Protocol,
     RunResult,
@@ -142,12 +143,6 @@ class CampaignOutcome:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
-#: the row of the campaign tables that scores every policy over the benchmarks
-#: (``dynbo.report.tables.OVERALL``): no benchmark may head a row so
-OVERALL_ROW = "OVERALL"
-
-#: the row of the normalized score between the reference players (``dynbo.report.tables.SCORE``)
-SCORE_ROW = "SCORE"
 
 
 def _check_label(label: Any, what: str, name: Any) -> None:
@@ -184,7 +179,7 @@ def _check_distinct_headings(
             headings[identity] = heading
     for name, options, label in bench_entries:
         heading = label or name
-        if heading.strip().upper() in (OVERALL_ROW, SCORE_ROW):
+        if heading.strip().upper() in RESERVED_ROWS:
             raise ValueError(
                 f"the benchmark heading {heading!r} is reserved: the tables' "
                 f"{heading.strip().upper()} row scores every policy over the benchmarks; "

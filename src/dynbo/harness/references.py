@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from dynbo.benchmarks.base import Benchmark
+from dynbo.harness.labels import REFERENCE_PLAYERS
 from dynbo.policies.records import Diagnostics, Query
 
 __all__ = ["OracleLagPlayer", "RandomPlayer", "make_reference", "reference_names"]
@@ -115,6 +116,7 @@ class OracleLagPlayer(_Player):
 
 
 _PLAYERS: dict[str, type[_Player]] = {p.name: p for p in (RandomPlayer, OracleLagPlayer)}
+assert tuple(_PLAYERS) == REFERENCE_PLAYERS  # the names the reports read without this module
 
 
 def reference_names() -> tuple[str, ...]:

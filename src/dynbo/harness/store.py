@@ -20,11 +20,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynbo.harness.loop import RunResult, RunSpec, to_json
 from dynbo.sqlite_files import check_store_file, store_path
 
 if TYPE_CHECKING:  # pandas is an optional dependency (the harness extra)
     import pandas as pd
+
+    from dynbo.harness.loop import RunResult, RunSpec
+
+
+def _plain_json(value: Any) -> str:
+    """:func:`to_json` of a value that holds only JSON types (sorted keys, compact)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def to_json(value: Any) -> str:
+    """:func:`dynbo.harness.loop.to_json`, imported when a record is written: a store
+    that is only read needs neither the run loop nor torch."""
+    from dynbo.harness.loop import to_json as canonical_json
+
+    return canonical_json(value)
 
 __all__ = ["Store", "ITERATION_COLUMNS", "policy_variants"]
 
@@ -601,9 +615,10 @@ class Store:
                 "error": run["error"],
                 "wall_seconds": run["wall_seconds"],
                 # what tells configurations apart (JSON text, as stored)
-                "benchmark_options": to_json(run["benchmark_options"]),
-                "policy_options": to_json(run["policy_options"]),
-                "protocol": to_json(run["protocol"]),
+                # read back from the store: plain JSON values, written as to_json does
+                "benchmark_options": _plain_json(run["benchmark_options"]),
+                "policy_options": _plain_json(run["policy_options"]),
+                "protocol": _plain_json(run["protocol"]),
             }
             row.update(run["summary"])
             rows.append(row)

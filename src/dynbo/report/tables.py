@@ -49,8 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dynbo.harness.campaign import OVERALL_ROW, SCORE_ROW
-from dynbo.harness.references import reference_names
+from dynbo.harness.labels import OVERALL_ROW, REFERENCE_PLAYERS, SCORE_ROW
 from dynbo.harness.store import policy_variants
 
 __all__ = [
@@ -460,9 +459,9 @@ def _reference_columns(
     by_player = {
         run["policy"]: variants[run["run_id"]]
         for run in runs
-        if run["policy"] in reference_names() and variants[run["run_id"]] in present
+        if run["policy"] in REFERENCE_PLAYERS and variants[run["run_id"]] in present
     }
-    return [by_player[name] for name in reference_names() if name in by_player]
+    return [by_player[name] for name in REFERENCE_PLAYERS if name in by_player]
 
 
 def _flag_fewer_queries(
