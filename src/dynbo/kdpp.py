@@ -41,7 +41,7 @@ over the M-DPP, ``U_Z = K_XZ K_ZZ^+ K_ZX`` the Nystrom approximation of ``K`` fr
 That expectation has a closed form (Deshpande, Rademacher, Vempala & Wang 2006, Matrix
 approximation and projective clustering via volume sampling, the identity behind its
 bound; Belabbas & Wolfe 2009, Spectral methods in machine learning and new strategies for
-very large datasets):
+very large datasets)::
 
     E_{|Z| = M}[tr(K - U_Z)] = (M + 1) e_{M+1}(lambda) / e_M(lambda)
 
