@@ -392,3 +392,23 @@ def test_settings_accept_numpy_integers_and_name_bad_values():
         make("gp-ucb", bounds=[[0.0], [1.0]], kappa=3)
     p = make("gp-ucb", bounds=[[0.0], [1.0]], hyperparameter_bounds={"fixed": "noise"})
     assert p.hyperparameter_bounds.fixed == frozenset({"noise"})
+
+
+def test_shared_options_are_parsed_into_one_object_that_round_trips():
+    from dynbo.policies import WDBO, PolicyOptions
+
+    policy = make("gp-ucb", bounds=[[0.0], [2.0]], seed=4, beta=2.0, min_fit_size=3)
+    options = policy.options
+    assert isinstance(options, PolicyOptions)
+    assert (options.seed, options.min_fit_size, options.dim) == (4, 3, 1)
+    assert policy.search is options.search and policy.kernel is options.kernel
+    config = options.as_config()
+    # every shared option, defaults included, as plain values
+    assert config["bounds"] == [[0.0], [2.0]] and config["dtype"] == "float64"
+    again = PolicyOptions.parse(type(policy), **config)
+    assert again.as_config() == config
+    # the class decides what the options may be
+    with pytest.raises(ValueError, match="wdbo needs a stationary spatial kernel"):
+        PolicyOptions.parse(
+            WDBO, **{**config, "candidates": [[0.5], [1.5]], "arm_covariance": [[1, 0], [0, 1]]}
+        )

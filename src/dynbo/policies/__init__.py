@@ -18,6 +18,7 @@ from dynbo.policies.base import (
 )
 from dynbo.policies.bolt import BOLT
 from dynbo.policies.gp_ucb import GPUCB, SpatioTemporalGPUCB
+from dynbo.policies.options import PolicyOptions
 from dynbo.policies.resetting import ETGPUCB, RGPUCB
 from dynbo.policies.sparq import SparQGPUCB, WSparQGPUCB
 from dynbo.policies.tv_gp_ucb import TVGPUCB
@@ -42,6 +43,7 @@ __all__ = [
     "Dataset",
     "Diagnostics",
     "Policy",
+    "PolicyOptions",
     "Query",
     "SpatioTemporalGPUCB",
     "available",

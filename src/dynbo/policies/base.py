@@ -27,7 +27,6 @@ import copy
 import inspect
 import io
 import math
-import numbers
 import os
 import tempfile
 import time as _time
@@ -41,42 +40,30 @@ import numpy as np
 import torch
 
 from dynbo.acquisition.latency import DurationTable
-from dynbo.acquisition.optimize import SEARCH_LIMITS, BoxSearch, maximize_acquisition
+from dynbo.acquisition.optimize import maximize_acquisition
 from dynbo.acquisition.ucb import (
     BetaSchedule,
-    Exploration,
     UpperConfidenceBound,
-    make_beta_schedule,
 )
-from dynbo.kernels import as_family
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import (
     HYPERPARAMETER_RANGE,
-    WIENER,
     HyperparameterBounds,
     Hyperparameters,
-    KernelSpec,
-    as_temporal,
-    parse_initial_hyperparameters,
 )
 from dynbo.policies.additional import AdditionalRequests, validate_answers
-from dynbo.policies.domain import SearchDomain
 from dynbo.policies.early_fit import EarlyFit
+from dynbo.policies.options import PolicyOptions
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import capture_state, check_state, read_state_file, restore_state
 from dynbo.policies.tunables import EXPLORATION, Tunable
 from dynbo.validation import (
     MAX_ABS_TIME,
-    at_most,
-    boolean,
     finite_number,
     max_abs_target,
-    named_option,
     plain_value,
-    positive_int,
     real_array,
-    usable_device,
 )
 
 __all__ = [
@@ -90,9 +77,6 @@ __all__ = [
     "option_defaults",
     "policy_class",
 ]
-
-#: values of the ``acquisition_time`` option (see :class:`Policy`).
-ACQUISITION_TIMES = ("now", "response")
 
 _REGISTRY: dict[str, type[Policy]] = {}
 
@@ -165,79 +149,11 @@ def policy_class(name: str) -> type[Policy]:
 class Policy(ABC):
     """Base class of the TVBO policies (see the module docstring).
 
-    Args:
-        bounds: ``(2, d)`` lower and upper corners of the search box, original units;
-            each width at least the smallest normal number of ``dtype``
-            (``torch.finfo(dtype).tiny``: 1.2e-38 in float32).
-        seed: seed of the policy's random stream (Sobol scrambling, k-DPP, ...).
-        spatial_kernel: family of ``k_S`` (default ``"matern52"``).
-        temporal_kernel: family of ``k_T`` (default ``"matern32"``; ignored by policies
-            that do not model time).
-        ard: one spatial lengthscale per dimension.
-        beta: exploration schedule (``"dataset_size"``: ``0.2 d log(2n)``, default;
-            ``{"kind": "log_time", "c1": .., "c2": ..}``; a number for a constant);
-            parameters at most ``1e12``.
-        exploration_scale: multiplier of the schedule's ``kappa`` (the multiplier of
-            ``sigma`` in UCB: ``sqrt(beta)``, or ``beta`` for a radius), in ``[0, 1e6]``;
-            the exploration setting ``dynbo tune`` adjusts.
-        sigma_multiplier: a constant ``kappa`` at every iteration in ``[0, 1e6]``,
-            replacing the beta schedule (:class:`~dynbo.acquisition.ucb.Exploration`):
-            the same number gives every policy the same exploration.
-        raw_samples, restarts, acquisition_iterations: acquisition box search (at most
-            ``2**20``, ``4096`` and ``10**6``).
-        candidates: ``(N, d)`` finite set of points (original units) to choose from
-            instead of the box (sensors, grid cells).
-        arm_covariance: ``(N, N)`` a given covariance of ``f`` over the ``candidates``
-            (e.g. the empirical covariance of past data) used as the spatial kernel in
-            place of ``spatial_kernel`` (no spatial lengthscale is fitted; the
-            outputscale still multiplies it unless fixed). Not for W-DBO and BOLT, whose
-            relevancy criterion needs a stationary kernel over a box.
-        learn_hyperparameters: refit ``(lambda, l_S, l_T, sigma^2)`` at every iteration.
-        min_fit_size: refit only when the dataset holds at least this many observations;
-            below it the previous values are kept (after a reset: the values learned
-            before it). ``None``: the policy's default (1; 5 for the policies that reset,
-            whose fresh datasets would otherwise be fitted on a single point, where
-            every lengthscale and variance is undetermined).
-        fit_iterations: L-BFGS-B iteration cap per fit (at most ``10**6``).
-        hyperparameter_bounds: overrides of :class:`HyperparameterBounds` fields, e.g.
-            ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``, within
-            :data:`~dynbo.models.kernel.HYPERPARAMETER_RANGE` (lengthscales ``[1e-6, 1e6]``
-            in space, ``[1e-6, 1e15]`` in time; variances ``[1e-12, 1e12]``).
-        initial_hyperparameters: overrides of the starting values (``outputscale``,
-            ``lengthscale_space``, ``lengthscale_time``, ``noise``), within the same range.
-        hyperpriors: fit by maximum a posteriori under BoTorch's default weak priors
-            instead of pure maximum likelihood: log-normal densities on the values (as
-            GPyTorch's ``LogNormalPrior``), for each lengthscale of normalized inputs
-            log-mean ``sqrt(2) + ln(D) / 2`` and log-sd ``sqrt(3)`` (mode
-            ``exp(log-mean - 3)``), for the noise variance log-mean ``-4`` and log-sd 1.
-            On by default: with few observations spread over a short time, maximum
-            likelihood often explains noise with a temporal lengthscale shorter than the
-            sampling interval, after which every old observation looks stale (see
-            ``docs/design.md``).
-        time_scale: the time unit the temporal lengthscale's prior is expressed in (like
-            W-DBO's normalization of time by the horizon; the harness passes the
-            horizon); default: the time elapsed since the policy's first observation,
-            re-read at every fit.
-        lengthscale_time_floor: smallest temporal lengthscale the fit may choose:
-            ``"sampling_interval"`` (default: the median gap between consecutive
-            observation times of the dataset), a number (time units), or ``None`` (only
-            ``hyperparameter_bounds``); at most ``1e14``. A lengthscale shorter than the
-            sampling interval makes consecutive observations nearly independent: nothing
-            can be tracked, and a removal policy then judges every old observation stale
-            (``docs/design.md``). Ignored when ``hyperparameter_bounds`` sets
-            ``lengthscale_time``.
-        standardize: standardize targets (default True).
-        acquisition_time: ``"now"`` (default, the papers' choice): the acquisition is
-            maximized at the time ``t`` the policy is asked; ``"response"``
-            (latency-aware): at ``t + D_hat``, where ``D_hat`` is the policy's prediction
-            of the delay until its query is evaluated (``R(n)``, a cubic in the dataset
-            size fitted to the delays it has seen between a ``suggest`` and the next
-            ``observe``, as BOLT fits its response time) plus ``evaluation_cost``.
-        evaluation_cost: seconds added to ``D_hat`` with ``acquisition_time="response"``
-            (the part of an evaluation before the measurement, when the observations'
-            time stamps do not already include it; default 0).
-        dtype: ``"float64"`` (default) or ``"float32"``.
-        device: torch device of the model (``"cpu"``, ``"cuda"``, ...).
+    Its keyword arguments, the options every policy shares (``bounds``, ``seed``, the
+    kernels, the exploration schedule, the acquisition search, the fit, ``dtype``,
+    ``device``, ...), are documented, with their ranges and defaults, in
+    :class:`~dynbo.policies.PolicyOptions`, which parses them (the parsed object is the
+    policy's ``options``); a subclass documents its own options.
     """
 
     name: ClassVar[str] = "policy"
@@ -310,107 +226,66 @@ class Policy(ABC):
         device: str | None = None,
     ) -> None:
         self._config: dict[str, Any]
-        if dtype not in ("float64", "float32"):
-            raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-        self.dtype = getattr(torch, dtype)
-        self._domain = SearchDomain(bounds, self.dtype, candidates, arm_covariance)
-        if self._domain.arms is not None and not self.accepts_arm_covariance:
-            raise ValueError(
-                f"arm_covariance: {self.name} needs a stationary spatial kernel (its "
-                "relevancy criterion integrates over the box), not a given covariance"
-            )
-        self.dim = self._domain.dim
-        if (
-            isinstance(seed, (bool, np.bool_))
-            or not isinstance(seed, numbers.Integral)
-            or not 0 <= seed < 2**63  # what a torch generator takes
-        ):
-            raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
-        self.seed = int(seed)
-        self.device = usable_device(device)
-        self.beta_schedule = make_beta_schedule(beta)
-        self.exploration = Exploration(
-            type(self).beta_is_radius, exploration_scale, sigma_multiplier
+        options = PolicyOptions.parse(
+            type(self),
+            bounds=bounds,
+            seed=seed,
+            spatial_kernel=spatial_kernel,
+            temporal_kernel=temporal_kernel,
+            ard=ard,
+            beta=beta,
+            exploration_scale=exploration_scale,
+            sigma_multiplier=sigma_multiplier,
+            raw_samples=raw_samples,
+            restarts=restarts,
+            acquisition_iterations=acquisition_iterations,
+            candidates=candidates,
+            arm_covariance=arm_covariance,
+            learn_hyperparameters=learn_hyperparameters,
+            min_fit_size=min_fit_size,
+            fit_iterations=fit_iterations,
+            hyperparameter_bounds=hyperparameter_bounds,
+            initial_hyperparameters=initial_hyperparameters,
+            hyperpriors=hyperpriors,
+            time_scale=time_scale,
+            lengthscale_time_floor=lengthscale_time_floor,
+            standardize=standardize,
+            acquisition_time=acquisition_time,
+            evaluation_cost=evaluation_cost,
+            dtype=dtype,
+            device=device,
         )
-        self.search = BoxSearch(
-            raw_samples=at_most(
-                "raw_samples", raw_samples, SEARCH_LIMITS["raw_samples"], positive_int
-            ),
-            restarts=at_most("restarts", restarts, SEARCH_LIMITS["restarts"], positive_int),
-            max_iterations=at_most(
-                "acquisition_iterations",
-                acquisition_iterations,
-                SEARCH_LIMITS["max_iterations"],
-                positive_int,
-            ),
-        )
-        self.fit_iterations = at_most(
-            "fit_iterations", fit_iterations, SEARCH_LIMITS["max_iterations"], positive_int
-        )
-        self.min_fit_size = positive_int(
-            "min_fit_size",
-            type(self).default_min_fit_size if min_fit_size is None else min_fit_size,
-        )
-        self.hyperpriors = boolean("hyperpriors", hyperpriors)
-        if time_scale is not None:
-            time_scale = finite_number("time_scale", time_scale)
-            # a unit longer than any time a policy takes would only overflow the
-            # temporal lengthscale's bounds (1e3 time scales)
-            if not 0 < time_scale <= MAX_ABS_TIME:
-                raise ValueError(
-                    f"time_scale must be in (0, {MAX_ABS_TIME:g}] (the largest time a policy "
-                    f"takes), got {time_scale}"
-                )
-        self._time_scale: float | None = time_scale
+        self.options = options
+        # the parsed options under the names the hooks, subclasses and the harness read
+        self.dtype = options.dtype
+        self.device = options.device
+        self.seed = options.seed
+        self._domain = options.domain
+        self.dim = options.dim
+        self.kernel = options.kernel
+        self.beta_schedule = options.beta_schedule
+        self.exploration = options.exploration
+        self.search = options.search
+        self.learn_hyperparameters = options.learn_hyperparameters
+        self.fit_iterations = options.fit_iterations
+        self.min_fit_size = options.min_fit_size
+        self.hyperpriors = options.hyperpriors
+        self.hyperparameter_bounds = options.hyperparameter_bounds
+        self._user_bounds = options.user_bounds
+        self._initial_overrides = options.initial_overrides
+        self.lengthscale_time_floor = options.lengthscale_time_floor
+        self.standardize = options.standardize
+        self.acquisition_time = options.acquisition_time
+        self.evaluation_cost = options.evaluation_cost
+        # state, not only an option: load_state_dict sets it from the saved state
+        self._time_scale: float | None = options.time_scale
         self._first_time: float | None = None
-        self._last_observe_time: float | None = None
-        if lengthscale_time_floor is not None and lengthscale_time_floor != "sampling_interval":
-            floor = finite_number("lengthscale_time_floor", lengthscale_time_floor)
-            most = HYPERPARAMETER_RANGE["lengthscale_time"][1] / 10.0
-            if not 0 < floor <= most:
-                raise ValueError(f"lengthscale_time_floor must be in (0, {most:g}], got {floor}")
-            lengthscale_time_floor = floor
-        self.lengthscale_time_floor = lengthscale_time_floor
-        self.learn_hyperparameters = boolean("learn_hyperparameters", learn_hyperparameters)
-        self.standardize = boolean("standardize", standardize)
-        if acquisition_time not in ACQUISITION_TIMES:
-            raise ValueError(
-                f"acquisition_time must be one of {ACQUISITION_TIMES}, got {acquisition_time!r}"
-            )
-        self.acquisition_time = acquisition_time
-        self.evaluation_cost = finite_number("evaluation_cost", evaluation_cost)
-        if self.evaluation_cost < 0:
-            raise ValueError(f"evaluation_cost must be >= 0, got {evaluation_cost!r}")
         # delays between a suggest and the next observe, per dataset size at the suggest
         self._delays = DurationTable()
         # (time asked, dataset size then, query time) of the last suggest not yet answered
         self._awaiting: tuple[float, int, float] | None = None
         self._asked_size: int | None = None  # the dataset size while an iteration runs
         self._max_abs_target = max_abs_target(self.dtype)
-        spatial_family = named_option("spatial_kernel", as_family, spatial_kernel)
-        # checked even where time is not modeled, so that a misspelling never passes
-        temporal_family = named_option("temporal_kernel", as_temporal, temporal_kernel)
-        if self.models_time and not self.accepts_wiener and temporal_family == WIENER:
-            raise ValueError(
-                f"temporal_kernel: 'wiener' is UI-TVBO's (it needs time measured from "
-                f"an origin); {self.name} takes a stationary family"
-            )
-        self.kernel = KernelSpec(
-            dim=self.dim,
-            spatial=spatial_family,
-            temporal=temporal_family if self.models_time else None,
-            ard=boolean("ard", ard),
-            arms=self._domain.arms,
-        )
-        self._user_bounds = (
-            set(hyperparameter_bounds or ())
-            if isinstance(hyperparameter_bounds, Mapping)
-            else set()
-        )
-        self.hyperparameter_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
-        self._initial_overrides = parse_initial_hyperparameters(
-            initial_hyperparameters, self.kernel
-        )
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
         self._x = torch.empty((0, self.dim), dtype=self.dtype)

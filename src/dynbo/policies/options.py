@@ -1,0 +1,338 @@
+"""The options every policy shares, parsed, validated and documented in one place.
+
+:class:`~dynbo.policies.Policy` takes these as its keyword arguments (its signature holds
+their defaults) and hands them to :meth:`PolicyOptions.parse`; a subclass's own options
+stay in that subclass.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from dynbo.acquisition.optimize import SEARCH_LIMITS, BoxSearch
+from dynbo.acquisition.ucb import BetaSchedule, Exploration, make_beta_schedule
+from dynbo.kernels import as_family
+from dynbo.models.kernel import (
+    HYPERPARAMETER_RANGE,
+    WIENER,
+    HyperparameterBounds,
+    KernelSpec,
+    as_temporal,
+    parse_initial_hyperparameters,
+)
+from dynbo.policies.domain import SearchDomain
+from dynbo.validation import (
+    MAX_ABS_TIME,
+    at_most,
+    boolean,
+    finite_number,
+    named_option,
+    plain_value,
+    positive_int,
+    usable_device,
+)
+
+if TYPE_CHECKING:
+    from dynbo.policies.base import Policy
+
+__all__ = ["ACQUISITION_TIMES", "PolicyOptions"]
+
+#: values of the ``acquisition_time`` option.
+ACQUISITION_TIMES = ("now", "response")
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyOptions:
+    """The shared options of a policy, parsed (built by :meth:`parse`).
+
+    The options (keyword arguments of every policy; ranges are checked, and bad input
+    raises ``ValueError`` naming the option):
+
+    - ``bounds``: ``(2, d)`` lower and upper corners of the search box, original units;
+      each width at least the smallest normal number of ``dtype``
+      (``torch.finfo(dtype).tiny``: 1.2e-38 in float32).
+    - ``seed``: seed of the policy's random stream (Sobol scrambling, k-DPP, ...), an
+      integer in ``[0, 2**63)`` (default 0).
+    - ``spatial_kernel``: family of ``k_S`` (default ``"matern52"``).
+    - ``temporal_kernel``: family of ``k_T`` (default ``"matern32"``; ignored by policies
+      that do not model time, but checked).
+    - ``ard``: one spatial lengthscale per dimension (default False).
+    - ``beta``: exploration schedule (``"dataset_size"``: ``0.2 d log(2n)``, default;
+      ``{"kind": "log_time", "c1": .., "c2": ..}``; a number for a constant);
+      parameters at most ``1e12``.
+    - ``exploration_scale``: multiplier of the schedule's ``kappa`` (the multiplier of
+      ``sigma`` in UCB: ``sqrt(beta)``, or ``beta`` for a radius), in ``[0, 1e6]``
+      (default 1); the exploration setting ``dynbo tune`` adjusts.
+    - ``sigma_multiplier``: a constant ``kappa`` at every iteration in ``[0, 1e6]``,
+      replacing the beta schedule (:class:`~dynbo.acquisition.ucb.Exploration`): the
+      same number gives every policy the same exploration (default ``None``).
+    - ``raw_samples``, ``restarts``, ``acquisition_iterations``: acquisition box search
+      (defaults 512, 10, 200; at most ``2**20``, ``4096`` and ``10**6``).
+    - ``candidates``: ``(N, d)`` finite set of points (original units) to choose from
+      instead of the box (sensors, grid cells).
+    - ``arm_covariance``: ``(N, N)`` a given covariance of ``f`` over the ``candidates``
+      (e.g. the empirical covariance of past data) used as the spatial kernel in place
+      of ``spatial_kernel`` (no spatial lengthscale is fitted; the outputscale still
+      multiplies it unless fixed). Not for W-DBO and BOLT, whose relevancy criterion
+      needs a stationary kernel over a box.
+    - ``learn_hyperparameters``: refit ``(lambda, l_S, l_T, sigma^2)`` at every
+      iteration (default True).
+    - ``min_fit_size``: refit only when the dataset holds at least this many
+      observations; below it the previous values are kept (after a reset: the values
+      learned before it). ``None``: the policy's default (1; 5 for the policies that
+      reset, whose fresh datasets would otherwise be fitted on a single point, where
+      every lengthscale and variance is undetermined).
+    - ``fit_iterations``: L-BFGS-B iteration cap per fit (default 50, at most ``10**6``).
+    - ``hyperparameter_bounds``: overrides of :class:`HyperparameterBounds` fields, e.g.
+      ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``, within
+      :data:`~dynbo.models.kernel.HYPERPARAMETER_RANGE` (lengthscales ``[1e-6, 1e6]`` in
+      space, ``[1e-6, 1e15]`` in time; variances ``[1e-12, 1e12]``).
+    - ``initial_hyperparameters``: overrides of the starting values (``outputscale``,
+      ``lengthscale_space``, ``lengthscale_time``, ``noise``), within the same range.
+    - ``hyperpriors``: fit by maximum a posteriori under BoTorch's default weak priors
+      instead of pure maximum likelihood: log-normal densities on the values (as
+      GPyTorch's ``LogNormalPrior``), for each lengthscale of normalized inputs log-mean
+      ``sqrt(2) + ln(D) / 2`` and log-sd ``sqrt(3)`` (mode ``exp(log-mean - 3)``), for
+      the noise variance log-mean ``-4`` and log-sd 1. On by default: with few
+      observations spread over a short time, maximum likelihood often explains noise
+      with a temporal lengthscale shorter than the sampling interval, after which every
+      old observation looks stale (see ``docs/design.md``).
+    - ``time_scale``: the time unit the temporal lengthscale's prior is expressed in
+      (like W-DBO's normalization of time by the horizon; the harness passes the
+      horizon), in ``(0, 1e15]``; default: the time elapsed since the policy's first
+      observation, re-read at every fit.
+    - ``lengthscale_time_floor``: smallest temporal lengthscale the fit may choose:
+      ``"sampling_interval"`` (default: the median gap between consecutive observation
+      times of the dataset), a number (time units), or ``None`` (only
+      ``hyperparameter_bounds``); at most ``1e14``. A lengthscale shorter than the
+      sampling interval makes consecutive observations nearly independent: nothing can
+      be tracked, and a removal policy then judges every old observation stale
+      (``docs/design.md``). Ignored when ``hyperparameter_bounds`` sets
+      ``lengthscale_time``.
+    - ``standardize``: standardize targets (default True).
+    - ``acquisition_time``: ``"now"`` (default, the papers' choice): the acquisition is
+      maximized at the time ``t`` the policy is asked; ``"response"`` (latency-aware):
+      at ``t + D_hat``, where ``D_hat`` is the policy's prediction of the delay until its
+      query is evaluated (``R(n)``, a cubic in the dataset size fitted to the delays it
+      has seen between a ``suggest`` and the next ``observe``, as BOLT fits its response
+      time) plus ``evaluation_cost``.
+    - ``evaluation_cost``: seconds (``>= 0``) added to ``D_hat`` with
+      ``acquisition_time="response"`` (the part of an evaluation before the measurement,
+      when the observations' time stamps do not already include it; default 0).
+    - ``dtype``: ``"float64"`` (default) or ``"float32"``.
+    - ``device``: torch device of the model (``"cpu"``, the default, ``"cuda"``, ...).
+
+    Attributes:
+        arguments: every shared option as given (defaults filled in), as plain Python
+            values: :meth:`as_config`.
+        dtype: the torch dtype of the model.
+        domain: the search box (and candidates, arm covariance) in ``d`` dimensions.
+        seed: the seed.
+        device: the torch device.
+        beta_schedule: the exploration schedule.
+        exploration: how ``beta`` becomes the multiplier ``kappa`` of ``sigma``.
+        search: the acquisition box search.
+        fit_iterations: L-BFGS-B iteration cap per fit.
+        min_fit_size: smallest dataset that is fitted (the policy's default filled in).
+        hyperpriors: whether the fit is maximum a posteriori.
+        time_scale: the time unit of the temporal prior, or ``None``.
+        lengthscale_time_floor: ``"sampling_interval"``, a number, or ``None``.
+        learn_hyperparameters: whether hyperparameters are refitted.
+        standardize: whether targets are standardized.
+        acquisition_time: ``"now"`` or ``"response"``.
+        evaluation_cost: seconds added to the predicted delay.
+        kernel: the GP's correlation families (temporal only where the policy models
+            time).
+        hyperparameter_bounds: the fit's bounds.
+        user_bounds: the ``hyperparameter_bounds`` fields the user gave.
+        initial_overrides: the starting hyperparameter values the user gave.
+    """
+
+    arguments: Mapping[str, Any]
+    dtype: torch.dtype
+    domain: SearchDomain
+    seed: int
+    device: torch.device
+    beta_schedule: BetaSchedule
+    exploration: Exploration
+    search: BoxSearch
+    fit_iterations: int
+    min_fit_size: int
+    hyperpriors: bool
+    time_scale: float | None
+    lengthscale_time_floor: str | float | None
+    learn_hyperparameters: bool
+    standardize: bool
+    acquisition_time: str
+    evaluation_cost: float
+    kernel: KernelSpec
+    hyperparameter_bounds: HyperparameterBounds
+    user_bounds: frozenset[str]
+    initial_overrides: Mapping[str, Any]
+
+    @property
+    def dim(self) -> int:
+        """``d``: the number of input dimensions."""
+        return self.domain.dim
+
+    def as_config(self) -> dict[str, Any]:
+        """Every shared option as plain Python values (a copy): given back to
+        :meth:`parse` with the same policy class, they build the same options."""
+        return copy.deepcopy(dict(self.arguments))
+
+    @classmethod
+    def parse(
+        cls,
+        policy: type[Policy],
+        *,
+        bounds: Any,
+        seed: Any,
+        spatial_kernel: Any,
+        temporal_kernel: Any,
+        ard: Any,
+        beta: Any,
+        exploration_scale: Any,
+        sigma_multiplier: Any,
+        raw_samples: Any,
+        restarts: Any,
+        acquisition_iterations: Any,
+        candidates: Any,
+        arm_covariance: Any,
+        learn_hyperparameters: Any,
+        min_fit_size: Any,
+        fit_iterations: Any,
+        hyperparameter_bounds: Any,
+        initial_hyperparameters: Any,
+        hyperpriors: Any,
+        time_scale: Any,
+        lengthscale_time_floor: Any,
+        standardize: Any,
+        acquisition_time: Any,
+        evaluation_cost: Any,
+        dtype: Any,
+        device: Any,
+    ) -> PolicyOptions:
+        """Check and convert the shared options for a policy of class ``policy`` (every
+        one is required here: the defaults are those of ``Policy.__init__``).
+
+        The class says what the options may be: its ``name`` (in messages),
+        ``accepts_arm_covariance``, ``models_time``, ``accepts_wiener``,
+        ``default_min_fit_size`` and ``beta_is_radius``.
+
+        Raises:
+            ValueError: naming the first option that is wrong (in the order checked).
+        """
+        # every option as given, before any is converted (locals() holds just the arguments
+        # here, so no option can be left out of the serialized form)
+        arguments = {k: plain_value(v) for k, v in locals().items() if k not in ("cls", "policy")}
+        if dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+        torch_dtype = getattr(torch, dtype)
+        domain = SearchDomain(bounds, torch_dtype, candidates, arm_covariance)
+        if domain.arms is not None and not policy.accepts_arm_covariance:
+            raise ValueError(
+                f"arm_covariance: {policy.name} needs a stationary spatial kernel (its "
+                "relevancy criterion integrates over the box), not a given covariance"
+            )
+        if (
+            isinstance(seed, (bool, np.bool_))
+            or not isinstance(seed, numbers.Integral)
+            or not 0 <= seed < 2**63  # what a torch generator takes
+        ):
+            raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+        parsed_device = usable_device(device)
+        beta_schedule = make_beta_schedule(beta)
+        exploration = Exploration(policy.beta_is_radius, exploration_scale, sigma_multiplier)
+        search = BoxSearch(
+            raw_samples=at_most(
+                "raw_samples", raw_samples, SEARCH_LIMITS["raw_samples"], positive_int
+            ),
+            restarts=at_most("restarts", restarts, SEARCH_LIMITS["restarts"], positive_int),
+            max_iterations=at_most(
+                "acquisition_iterations",
+                acquisition_iterations,
+                SEARCH_LIMITS["max_iterations"],
+                positive_int,
+            ),
+        )
+        fit_cap = at_most(
+            "fit_iterations", fit_iterations, SEARCH_LIMITS["max_iterations"], positive_int
+        )
+        smallest_fit = positive_int(
+            "min_fit_size",
+            policy.default_min_fit_size if min_fit_size is None else min_fit_size,
+        )
+        priors = boolean("hyperpriors", hyperpriors)
+        if time_scale is not None:
+            time_scale = finite_number("time_scale", time_scale)
+            # a unit longer than any time a policy takes would only overflow the
+            # temporal lengthscale's bounds (1e3 time scales)
+            if not 0 < time_scale <= MAX_ABS_TIME:
+                raise ValueError(
+                    f"time_scale must be in (0, {MAX_ABS_TIME:g}] (the largest time a policy "
+                    f"takes), got {time_scale}"
+                )
+        if lengthscale_time_floor is not None and lengthscale_time_floor != "sampling_interval":
+            floor = finite_number("lengthscale_time_floor", lengthscale_time_floor)
+            most = HYPERPARAMETER_RANGE["lengthscale_time"][1] / 10.0
+            if not 0 < floor <= most:
+                raise ValueError(f"lengthscale_time_floor must be in (0, {most:g}], got {floor}")
+            lengthscale_time_floor = floor
+        learn = boolean("learn_hyperparameters", learn_hyperparameters)
+        standardized = boolean("standardize", standardize)
+        if acquisition_time not in ACQUISITION_TIMES:
+            raise ValueError(
+                f"acquisition_time must be one of {ACQUISITION_TIMES}, got {acquisition_time!r}"
+            )
+        cost = finite_number("evaluation_cost", evaluation_cost)
+        if cost < 0:
+            raise ValueError(f"evaluation_cost must be >= 0, got {evaluation_cost!r}")
+        spatial_family = named_option("spatial_kernel", as_family, spatial_kernel)
+        # checked even where time is not modeled, so that a misspelling never passes
+        temporal_family = named_option("temporal_kernel", as_temporal, temporal_kernel)
+        if policy.models_time and not policy.accepts_wiener and temporal_family == WIENER:
+            raise ValueError(
+                f"temporal_kernel: 'wiener' is UI-TVBO's (it needs time measured from "
+                f"an origin); {policy.name} takes a stationary family"
+            )
+        kernel = KernelSpec(
+            dim=domain.dim,
+            spatial=spatial_family,
+            temporal=temporal_family if policy.models_time else None,
+            ard=boolean("ard", ard),
+            arms=domain.arms,
+        )
+        given = hyperparameter_bounds if isinstance(hyperparameter_bounds, Mapping) else {}
+        user_bounds = frozenset(given)
+        fit_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
+        initial_overrides = parse_initial_hyperparameters(initial_hyperparameters, kernel)
+        return cls(
+            arguments=arguments,
+            dtype=torch_dtype,
+            domain=domain,
+            seed=int(seed),
+            device=parsed_device,
+            beta_schedule=beta_schedule,
+            exploration=exploration,
+            search=search,
+            fit_iterations=fit_cap,
+            min_fit_size=smallest_fit,
+            hyperpriors=priors,
+            time_scale=time_scale,
+            lengthscale_time_floor=lengthscale_time_floor,
+            learn_hyperparameters=learn,
+            standardize=standardized,
+            acquisition_time=acquisition_time,
+            evaluation_cost=cost,
+            kernel=kernel,
+            hyperparameter_bounds=fit_bounds,
+            user_bounds=user_bounds,
+            initial_overrides=initial_overrides,
+        )
