@@ -10,11 +10,28 @@ from __future__ import annotations
 import enum
 import math
 import numbers
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+
+#: the most dimensions of a box search: SciPy's Sobol sequence has 21201, and a
+#: look-ahead acquisition searches time as one more
+MAX_BOX_DIM = 21200
+
+
+def _torch_type(value: Any, name: str) -> bool:
+    """Whether ``value`` is an instance of ``torch.<name>``; torch is never imported for
+    it (a value cannot be a tensor while torch is not loaded), so that the checks serve
+    the benchmarks and the command line without loading torch."""
+    torch_module = sys.modules.get("torch")
+    return torch_module is not None and isinstance(value, getattr(torch_module, name))
+
 
 __all__ = [
     "plain_value",
@@ -45,7 +62,7 @@ def _scalar(value: Any) -> Any:
     """
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
-    if isinstance(value, torch.Tensor) and value.ndim == 0:
+    if _torch_type(value, "Tensor") and value.ndim == 0:
         return value.detach().cpu().item()
     return value
 
@@ -211,7 +228,9 @@ def real_array(name: str, value: Any) -> np.ndarray:
     Accepts nested sequences, NumPy arrays and torch tensors (also ones that require
     gradients: their values are taken, not their graph).
     """
-    if isinstance(value, torch.Tensor):
+    if _torch_type(value, "Tensor"):
+        import torch
+
         if value.dtype == torch.bool or value.is_complex():
             raise ValueError(f"{name} must hold real numbers, got a {value.dtype} tensor")
         if value.layout != torch.strided or value.device.type == "meta":
@@ -250,6 +269,8 @@ def max_abs_target(dtype: torch.dtype) -> float:
     ``1e150`` in float64 (squares up to ``1e300``) and ``1e18`` in float32 (squares up to
     ``1e36``, below float32's ``3.4e38``).
     """
+    import torch
+
     return 1e150 if dtype == torch.float64 else 1e18
 
 
@@ -257,7 +278,7 @@ def plain_value(value: Any) -> Any:
     """``value`` as plain Python (lists, floats, str, dicts): how a policy records its options."""
     if isinstance(value, np.ndarray):
         return value.tolist()
-    if isinstance(value, torch.Tensor):
+    if _torch_type(value, "Tensor"):
         return value.detach().cpu().tolist()
     if isinstance(value, enum.Enum):  # before str: a str-valued enum is a str
         return plain_value(value.value)
@@ -272,9 +293,9 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         # in a fixed order: the same options give the same saved state
         return [plain_value(v) for v in sorted(value, key=repr)]
-    if isinstance(value, torch.dtype):
+    if _torch_type(value, "dtype"):
         return str(value).replace("torch.", "")
-    if isinstance(value, torch.device):
+    if _torch_type(value, "device"):
         return str(value)
     if hasattr(value, "as_dict"):
         return value.as_dict()
@@ -288,6 +309,8 @@ def usable_device(device: Any) -> torch.device:
         ValueError: for a malformed name, or a device this machine or PyTorch build
             does not have (``"cuda"`` without CUDA says so).
     """
+    import torch
+
     if device is None or device == "":
         return torch.device("cpu")
     try:

@@ -33,6 +33,8 @@ import scipy.optimize
 import scipy.stats
 import torch
 
+from dynbo.validation import MAX_BOX_DIM as SOBOL_BOX_DIM
+
 __all__ = [
     "MAX_BOX_DIM",
     "BoxSearch",
@@ -54,9 +56,9 @@ AcquisitionFn = Callable[[torch.Tensor], torch.Tensor]
 SEARCH_LIMITS = {"raw_samples": 2**20, "restarts": 4096, "max_iterations": 10**6}
 #: raw samples evaluated per acquisition call (bounds the memory of one call)
 RAW_CHUNK = 8192
-#: the most dimensions of a box search: SciPy's Sobol sequence has 21201, and a
-#: look-ahead acquisition searches time as one more
-MAX_BOX_DIM = 21200
+#: the most dimensions of a box search (defined in :mod:`dynbo.validation`, which the
+#: benchmarks read without loading torch)
+MAX_BOX_DIM = SOBOL_BOX_DIM
 #: iterations a start runs before it may be pruned, and over which its pace is taken
 #: (the largest improvement of one iteration among its last ``PRUNE_WINDOW``)
 PRUNE_WINDOW = 3

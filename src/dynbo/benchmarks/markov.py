@@ -26,7 +26,6 @@ import math
 import numpy as np
 
 from dynbo.benchmarks.base import Benchmark, check_array_size
-from dynbo.kernels import as_family, correlation_np
 
 __all__ = ["BLOCK_STEPS", "MarkovChainGP", "grid_points"]
 
@@ -47,6 +46,8 @@ def grid_points(size: int) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _cholesky_factor(family: str, lengthscale: float, size: int, jitter: float) -> np.ndarray:
     """Lower Cholesky factor of the grid correlation matrix plus ``jitter * I``."""
+    from dynbo.kernels import correlation_np  # here: dynbo.kernels loads torch
+
     points = grid_points(size)
     distances = np.sqrt(np.sum((points[:, None, :] - points[None, :, :]) ** 2, axis=2))
     covariance = correlation_np(family, distances / lengthscale)
@@ -91,6 +92,8 @@ class MarkovChainGP(Benchmark):
         grid_size: int = 50,
         jitter: float = 1e-8,
     ) -> None:
+        from dynbo.kernels import as_family  # here: dynbo.kernels loads torch
+
         family = as_family(kernel).value
         if family not in _KERNELS:
             raise ValueError(f"markov: kernel must be 'se' or 'matern52', got {kernel!r}")

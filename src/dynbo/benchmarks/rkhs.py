@@ -26,7 +26,6 @@ import numpy as np
 
 from dynbo.benchmarks.base import Benchmark, check_array_size
 from dynbo.benchmarks.search import maximize_interval
-from dynbo.kernels import correlation_np
 from dynbo.validation import positive_number
 
 __all__ = ["DriftingRKHS"]
@@ -100,6 +99,8 @@ class DriftingRKHS(Benchmark):
 
     def kernel(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """``k(x_i, y_j) = 0.5 exp(-(x_i - y_j)^2 / 18)``: ``(m,)`` and ``(n,)`` to ``(m, n)``."""
+        from dynbo.kernels import correlation_np  # here: dynbo.kernels loads torch
+
         distance = np.abs(np.asarray(x, dtype=float)[:, None] - np.asarray(y, dtype=float)[None])
         return self.variance * correlation_np("se", distance / self.lengthscale)
 

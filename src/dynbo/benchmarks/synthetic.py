@@ -24,7 +24,6 @@ from abc import abstractmethod
 import numpy as np
 import scipy.optimize
 
-from dynbo.acquisition.optimize import MAX_BOX_DIM
 from dynbo.benchmarks.base import Benchmark
 from dynbo.benchmarks.search import (
     BoxSearchSettings,
@@ -32,6 +31,7 @@ from dynbo.benchmarks.search import (
     maximize_box,
     maximize_interval,
 )
+from dynbo.validation import MAX_BOX_DIM
 
 __all__ = [
     "Ackley",
