@@ -4,13 +4,16 @@ Runs (resumably, into ``--store``) the campaign of ``dynbo reproduce NAME`` with
 reference players ``random`` and ``oracle-lag`` added, optionally under another clock
 (``--clock modeled``: ``R(n)`` = ``--response-time``, replayable) and seed count, then
 writes one JSON file: per benchmark and column the mean and standard error of the
-average regret per query and of the time-averaged regret, the queries, the OVERALL
+average regret per query and of the time-averaged regret, the queries and the
+additional queries (SparQ's re-evaluations), the OVERALL
 and SCORE rows (``docs/reports.md``), the paper's numbers beside, and Kendall's tau
 between the paper's OVERALL ranking of its policies and the measured one.
 
     python benchmarks/reproduction_rerun.py bolt-table3 --seeds 3 --clock modeled \
         --workers 2 --store results/bolt-table3-modeled.sqlite \
         --out docs/results/bolt_table3_modeled.json
+    python benchmarks/reproduction_rerun.py w-sparq-rkhs --seeds 3 --equal-exploration 2.47 \
+        --workers 2 --store results/rkhs-equal.sqlite --out docs/results/rkhs_equal_exploration.json
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ def main() -> None:
         default=list(DEFAULT_RESPONSE_TIME),
         help="R(n) cubic coefficients for --clock modeled",
     )
+    parser.add_argument(
+        "--equal-exploration",
+        type=float,
+        help="one multiplier of sigma for every policy (the campaign key equal_exploration)",
+    )
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--store", required=True)
     parser.add_argument("--out", required=True, help="the JSON file to write")
@@ -59,6 +67,8 @@ def main() -> None:
     config["references"] = ["random", "oracle-lag"]
     if args.seeds is not None:
         config["seeds"] = args.seeds
+    if args.equal_exploration is not None:
+        config["equal_exploration"] = args.equal_exploration
     if args.clock is not None:
         protocol = config.setdefault("protocol", {})
         protocol["clock"] = args.clock
@@ -71,7 +81,7 @@ def main() -> None:
         runs = store.runs(outcome.campaign_id)
     tables = {
         metric: build_table(runs, metric, campaign.config)
-        for metric in ("average_regret", "time_averaged_regret", "queries")
+        for metric in ("average_regret", "time_averaged_regret", "queries", "additional_queries")
     }
     result = {
         "script": "benchmarks/reproduction_rerun.py",
