@@ -79,7 +79,9 @@ def _row_name(paper: Mapping[str, Any], row: str) -> str:
     return row if not shown or shown.lower() == row.lower() else f"{row} [{shown}]"
 
 
-def _caption(paper: Mapping[str, Any], table: Table, note: str | None) -> str:
+def _caption(
+    paper: Mapping[str, Any], table: Table, note: str | None, time_averaged: Table | None = None
+) -> str:
     metric = paper.get("metric", table.metric)
     what = METRICS.get(metric, (metric, None))[0]
     text = (
@@ -89,6 +91,12 @@ def _caption(paper: Mapping[str, Any], table: Table, note: str | None) -> str:
         "the measured entries whose mean ± se interval overlaps the best one's are "
         f"underlined. '{NOT_RUN}': a benchmark this version does not implement."
     )
+    if time_averaged is not None:
+        text += (
+            " 'dynbo, time-averaged': the same runs' regret held from each query to the next "
+            "and averaged over the horizon (a policy that waits is scored on few queries by "
+            "the per-query average)."
+        )
     if note:
         text += f" {note}"
     return text
@@ -101,26 +109,36 @@ def _measured(paper: Mapping[str, Any], table: Table, row: str, column: str) -> 
     return MISSING if cell is None else cell
 
 
-def paper_table_html(paper: Mapping[str, Any], table: Table, *, note: str | None = None) -> str:
+def paper_table_html(
+    paper: Mapping[str, Any],
+    table: Table,
+    *,
+    note: str | None = None,
+    time_averaged: Table | None = None,
+) -> str:
     """An HTML section: a heading, the side-by-side table and the paper's notes.
 
     Args:
         paper: the paper's data (:func:`dynbo.reproductions.load`).
         table: the measured table (:func:`dynbo.report.tables.build_table`).
         note: a sentence added to the caption (e.g. the cheaper overrides used).
+        time_averaged: the measured time-averaged regret (the same runs), shown in a
+            third column per policy: a policy that waits is scored on few queries by the
+            per-query average, and on the whole horizon by this one.
     """
     rows, columns = _layout(paper, table)
     numbers = paper.get("table", {})
     not_run = paper.get("not_run", {})
+    sides = ["paper", "dynbo"] + (["dynbo, time-averaged"] if time_averaged is not None else [])
     out = [
         '<section class="paper-comparison">',
         f"<h2>Published numbers beside the measured ones: {html.escape(citation_text(paper))}</h2>",
         '<table class="results paper-comparison">',
-        f"<caption>{html.escape(_caption(paper, table, note))}</caption>",
+        f"<caption>{html.escape(_caption(paper, table, note, time_averaged))}</caption>",
         '<thead><tr><th rowspan="2">benchmark</th>'
-        + "".join(f'<th colspan="2">{html.escape(c)}</th>' for c in columns)
+        + "".join(f'<th colspan="{len(sides)}">{html.escape(c)}</th>' for c in columns)
         + "</tr><tr>"
-        + "<th>paper</th><th>dynbo</th>" * len(columns)
+        + "".join(f"<th>{html.escape(side)}</th>" for side in sides) * len(columns)
         + "</tr></thead><tbody>",
     ]
     for row in rows:
@@ -132,16 +150,19 @@ def paper_table_html(paper: Mapping[str, Any], table: Table, *, note: str | None
                 f'<td class="paper" style="color:#555"{value}>'
                 f"{html.escape(_paper_cell(entry))}</td>"
             )
-            measured = _measured(paper, table, row, column)
-            if isinstance(measured, str):
-                cells.append(f'<td class="measured">{html.escape(measured)}</td>')
-                continue
-            text = html.escape(_measured_text(measured))
-            if measured.underline:
-                text = f"<u>{text}</u>"
-            if measured.bold:
-                text = f"<b>{text}</b>"
-            cells.append(f'<td class="measured" data-mean="{measured.mean!r}">{text}</td>')
+            for measured_table in (table, time_averaged):
+                if measured_table is None:
+                    continue
+                measured = _measured(paper, measured_table, row, column)
+                if isinstance(measured, str):
+                    cells.append(f'<td class="measured">{html.escape(measured)}</td>')
+                    continue
+                text = html.escape(_measured_text(measured))
+                if measured.underline:
+                    text = f"<u>{text}</u>"
+                if measured.bold:
+                    text = f"<b>{text}</b>"
+                cells.append(f'<td class="measured" data-mean="{measured.mean!r}">{text}</td>')
         title = f' title="{html.escape(not_run[row])}"' if row in not_run else ""
         css = ' class="overall"' if row == OVERALL else ""
         out.append(
@@ -155,11 +176,18 @@ def paper_table_html(paper: Mapping[str, Any], table: Table, *, note: str | None
     return "\n".join(out)
 
 
-def paper_table_markdown(paper: Mapping[str, Any], table: Table, *, note: str | None = None) -> str:
+def paper_table_markdown(
+    paper: Mapping[str, Any],
+    table: Table,
+    *,
+    note: str | None = None,
+    time_averaged: Table | None = None,
+) -> str:
     """The Markdown version of :func:`paper_table_html` (bold ``**``, underline ``<u>``)."""
     rows, columns = _layout(paper, table)
     numbers = paper.get("table", {})
-    head = ["benchmark"] + [f"{c} {side}" for c in columns for side in ("paper", "dynbo")]
+    sides = ["paper", "dynbo"] + (["dynbo time-averaged"] if time_averaged is not None else [])
+    head = ["benchmark"] + [f"{c} {side}" for c in columns for side in sides]
     lines = [
         f"Published numbers beside the measured ones: {citation_text(paper)}",
         "",
@@ -170,18 +198,21 @@ def paper_table_markdown(paper: Mapping[str, Any], table: Table, *, note: str | 
         cells = [_row_name(paper, row)]
         for column in columns:
             cells.append(_paper_cell(numbers.get(row, {}).get(column)))
-            measured = _measured(paper, table, row, column)
-            if isinstance(measured, str):
-                cells.append(measured)
-                continue
-            text = _measured_text(measured)
-            if measured.underline:
-                text = f"<u>{text}</u>"
-            if measured.bold:
-                text = f"**{text}**"
-            cells.append(text)
+            for measured_table in (table, time_averaged):
+                if measured_table is None:
+                    continue
+                measured = _measured(paper, measured_table, row, column)
+                if isinstance(measured, str):
+                    cells.append(measured)
+                    continue
+                text = _measured_text(measured)
+                if measured.underline:
+                    text = f"<u>{text}</u>"
+                if measured.bold:
+                    text = f"**{text}**"
+                cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", _caption(paper, table, note), ""]
+    lines += ["", _caption(paper, table, note, time_averaged), ""]
     for row, why in paper.get("not_run", {}).items():
         lines.append(f"- {row}: {why}")
     for text in paper.get("notes", []):

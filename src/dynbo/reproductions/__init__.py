@@ -320,34 +320,42 @@ def estimate(campaign: Campaign, workers: int = 1) -> Estimate:
     )
 
 
-def paper_table_html(paper: Mapping[str, Any], table: Any, note: str | None = None) -> str:
+def paper_table_html(
+    paper: Mapping[str, Any], table: Any, note: str | None = None, time_averaged: Any = None
+) -> str:
     """The paper's numbers beside the measured ones (see :mod:`dynbo.report.paper`)."""
     from dynbo.report.paper import paper_table_html as render
 
-    return render(paper, table, note=note)
+    return render(paper, table, note=note, time_averaged=time_averaged)
 
 
-def paper_table_markdown(paper: Mapping[str, Any], table: Any, note: str | None = None) -> str:
+def paper_table_markdown(
+    paper: Mapping[str, Any], table: Any, note: str | None = None, time_averaged: Any = None
+) -> str:
     """The Markdown version of :func:`paper_table_html`."""
     from dynbo.report.paper import paper_table_markdown as render
 
-    return render(paper, table, note=note)
+    return render(paper, table, note=note, time_averaged=time_averaged)
 
 
-def comparison(name: str, table: Any, note: str | None = None) -> tuple[str, str]:
+def comparison(
+    name: str, table: Any, note: str | None = None, time_averaged: Any = None
+) -> tuple[str, str]:
     """``(html, markdown)`` of the paper-vs-measured comparison of a reproduction.
 
     For a paper with a table, :func:`paper_table_html` and :func:`paper_table_markdown`;
     for one whose result is a figure (``bogunovic-fig2``), a paragraph saying so: the
-    report's regret figure is the comparison.
+    report's regret figure is the comparison. ``time_averaged`` (a table of the same
+    runs' time-averaged regret) adds a measured column per policy beside the paper's
+    per-query average.
     """
     import html
 
     _, paper = load(name)
     if paper is not None:
-        return paper_table_html(paper, table, note=note), paper_table_markdown(
-            paper, table, note=note
-        )
+        return paper_table_html(
+            paper, table, note=note, time_averaged=time_averaged
+        ), paper_table_markdown(paper, table, note=note, time_averaged=time_averaged)
     text = (
         f"{describe(name)}. The paper shows this result as a figure and prints no "
         "numbers: compare the average-regret figure of this report with it."
