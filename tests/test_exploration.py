@@ -86,3 +86,26 @@ def test_exploration_options_are_checked():
     scaled = {"name": "gp-ucb", "options": {"exploration_scale": 2.0}}
     with pytest.raises(ValueError, match="exploration_scale"):
         build_campaign({**config, "policies": [scaled]})
+
+
+def test_the_reports_settings_name_the_campaigns_equal_exploration():
+    from dynbo.report.html import _settings_html
+
+    runs = [
+        {
+            "run_id": "a",
+            "policy": "gp-ucb",
+            "label": "b",
+            "policy_options": {"sigma_multiplier": 2.0},
+        },
+        {"run_id": "r", "policy": "random", "label": "b", "policy_options": {}},
+    ]
+    variants = {"a": "gp-ucb", "r": "random"}
+    config = {"policies": ["gp-ucb"], "references": ["random"], "equal_exploration": 2.0}
+    page = _settings_html(runs, variants, config, ("gp-ucb", "random"))
+    gp_row, random_row = page.split("<tr><th>gp-ucb</th>")[1], page.split("<tr><th>random</th>")[1]
+    assert "equal_exploration" in gp_row.split("</tr>")[0]
+    assert "equal_exploration" not in random_row.split("</tr>")[0]
+    assert "equal_exploration" not in _settings_html(
+        runs, variants, {"policies": ["gp-ucb"]}, ("gp-ucb", "random")
+    )

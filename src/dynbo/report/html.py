@@ -390,6 +390,11 @@ def _settings_html(
             how = "set in the campaign"
         else:
             how = "paper default"
+        if policy not in reference_names() and config.get("equal_exploration") is not None:
+            how += (
+                f"; sigma multiplier {config['equal_exploration']:g} for every policy "
+                "(the campaign's equal_exploration)"
+            )
         rows.append(
             f"<tr><th>{html.escape(column)}</th><td><code>{html.escape(shown)}</code></td>"
             f"<td>{html.escape(how)}</td></tr>"
