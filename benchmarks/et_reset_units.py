@@ -10,6 +10,12 @@ more than 2 observations after its first trigger.
     python benchmarks/et_reset_units.py --benchmarks powell griewank --seeds 0 1 2 \
         --store results/bolt-table3-modeled.sqlite --out docs/results/et_reset_units.json
 
+Any policy of the suite (or a reference player) runs the same way, e.g. Griewank at the
+full horizon:
+
+    python benchmarks/et_reset_units.py --benchmarks griewank \
+        --policies gp-ucb wdbo random oracle-lag --seeds 0 1 --out docs/results/griewank_600s.json
+
 The runs are those of ``benchmarks/reproduction_rerun.py bolt-table3 --clock modeled``
 (the same identity): with ``--store``, a run that store already holds is read from it
 instead of being run again.
@@ -33,6 +39,7 @@ from dynbo.harness.store import ITERATION_COLUMNS, Store
 
 def summarize(iterations: list[dict], summary: dict) -> dict:
     loop = [r for r in iterations if not r["warmup"]]
+    tail = max(1, len(loop) // 5)
     resets = [r["k"] for r in loop if r.get("reset")]
     after = [r["dataset_size"] for r in loop if resets and r["k"] >= resets[0]]
     return {
@@ -44,6 +51,18 @@ def summarize(iterations: list[dict], summary: dict) -> dict:
         "median_size_after_first_reset": float(np.median(after)) if after else None,
         "max_size_after_first_reset": max(after) if after else None,
         "final_dataset_size": summary["final_dataset_size"],
+        # where the queries went and what the model believed at the end
+        "median_regret_last_fifth": float(np.median([r["regret"] for r in loop[-tail:]]))
+        if loop
+        else None,
+        "largest_abs_coordinate_last_fifth": float(
+            np.median([np.abs(json.loads(r["x"])).max() for r in loop[-tail:]])
+        )
+        if loop
+        else None,
+        "final_hyperparameters": json.loads(loop[-1]["hyperparameters"])
+        if loop and loop[-1].get("hyperparameters")
+        else None,
     }
 
 
