@@ -497,3 +497,19 @@ def test_w_gp_ucb_refactorizes_once_per_learned_iteration(monkeypatch):
     np.testing.assert_allclose(
         gp.cholesky_factor.numpy(), torch.linalg.cholesky(delta).numpy(), atol=1e-10
     )
+
+
+def test_before_the_first_fit_the_target_scale_follows_a_small_warm_up():
+    # three warm-up points on a spread of about 400, min_fit_size 5: the scale is the
+    # data's, so the trigger does not fire on every step and the dataset grows to a fit
+    p = make("et-gp-ucb", bounds=[[0], [1]], seed=0, raw_samples=16, restarts=1)
+    for x in (0.1, 0.5, 0.9):
+        p.observe([x], 0.0, 1000 * x)
+    sizes = []
+    for k in range(1, 6):
+        q = p.suggest(float(k))
+        if k == 1:  # no fit yet (3 < min_fit_size): restandardized from the warm-up
+            assert p.model.target_scale == pytest.approx(400.0)
+        p.observe(q.x, float(k), 1000 * float(q.x[0]))
+        sizes.append(p.dataset_size)
+    assert max(sizes) >= 5 and p.model.target_scale > 100

@@ -781,12 +781,14 @@ class Policy(ABC):
     def _keeps_units(self) -> bool:
         """Whether the target scale must stay as it is (the hyperparameters' units).
 
-        Below ``min_fit_size`` observations nothing refits the hyperparameters, so they
-        stay in the units they were fitted in; a scale re-estimated from the one or two
-        points left after a reset would change their meaning (a noise fitted as 1e-4 of
-        a spread of 10^4 read as 1e-4 of the spread of two points).
+        Once the hyperparameters have been fitted, they are in the units of that fit, and
+        below ``min_fit_size`` observations nothing refits them: a scale re-estimated from
+        the one or two points left after a reset would change their meaning (a noise
+        fitted as 1e-4 of a spread of 10^4 read as 1e-4 of the spread of two points).
+        Before the first fit the scale follows the data (the initial values are meant for
+        standardized targets).
         """
-        return self.dataset_size < self.min_fit_size
+        return self._fitted and self.dataset_size < self.min_fit_size
 
     def _restandardize(self) -> None:
         """Recompute the target standardization from the data held (see :meth:`_keeps_units`)."""

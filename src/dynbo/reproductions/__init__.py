@@ -165,7 +165,8 @@ def campaign_for(name: str, seeds: int | None = None, horizon: float | None = No
             ``T / T'`` (the module docstring); the campaign's name says so. Step clock:
             it replaces the benchmarks' ``horizon`` option and the policy options
             derived from it (R-GP-UCB's ``horizon``). The campaign's recorded config
-            says ``[protocol] horizon = T'``.
+            says ``[protocol] compression = T / T'`` (real-time clocks, one factor) or
+            ``[protocol] horizon = T'``.
 
     The campaign's name says which overrides it runs with (``bolt-table3 [seeds=1,
     horizon=30]``), so that a store holding several versions tells them apart. A run's
@@ -210,7 +211,12 @@ def campaign_for(name: str, seeds: int | None = None, horizon: float | None = No
         shown += " time-compressed x" + "/".join(f"{k:.3g}" for k in sorted(factors))
     suffix.append(shown)
     recorded = copy.deepcopy(config)
-    recorded.setdefault("protocol", {})["horizon"] = horizon
+    if len(factors) == 1:
+        # the runs' own protocol: the paper's horizon, compressed (rebuilding the campaign
+        # from this config gives the same runs)
+        recorded.setdefault("protocol", {})["compression"] = factors.pop()
+    else:
+        recorded.setdefault("protocol", {})["horizon"] = horizon
     return Campaign(
         name=f"{campaign.name} [{', '.join(suffix)}]",
         specs=tuple(specs),
