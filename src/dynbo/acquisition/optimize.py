@@ -33,6 +33,7 @@ import scipy.optimize
 import scipy.stats
 import torch
 
+from dynbo import deadline
 from dynbo.validation import MAX_BOX_DIM as SOBOL_BOX_DIM
 
 __all__ = [
@@ -149,7 +150,7 @@ def maximize_on_box(
         raw = torch.cat([raw, extra_starts.to(dtype=dtype, device=device).reshape(-1, dim)])
     with torch.no_grad():
         raw_values = torch.cat(
-            [acquisition(raw[i : i + RAW_CHUNK]) for i in range(0, len(raw), RAW_CHUNK)]
+            [_checked(acquisition, raw[i : i + RAW_CHUNK]) for i in range(0, len(raw), RAW_CHUNK)]
         )
     order = torch.argsort(raw_values, descending=True)
     starts = raw[order[: search.restarts]]
@@ -172,6 +173,7 @@ def maximize_on_box(
         return _best(acquisition, final, best_raw, best_raw_value)
 
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        deadline.check("acquisition search")
         x = torch.tensor(flat, dtype=dtype, device=device).reshape(k, dim)
         values, grad = values_and_gradients(acquisition, x)
         return -float(values.sum()), -grad.cpu().numpy().reshape(-1).astype(float)
@@ -211,6 +213,12 @@ def values_and_gradients(
         return values.detach(), torch.zeros_like(x)
     (grad,) = torch.autograd.grad(values.sum(), x)
     return values.detach(), grad
+
+
+def _checked(acquisition: AcquisitionFn, points: torch.Tensor) -> torch.Tensor:
+    """``acquisition(points)`` after checking the active deadline (one batch of work)."""
+    deadline.check("acquisition search")
+    return acquisition(points)
 
 
 def _best(
@@ -259,6 +267,7 @@ def _maximize_per_start(
 
     def objective(flat: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
         nonlocal calls
+        deadline.check("acquisition search")
         calls += 1
         x = torch.as_tensor(flat, dtype=starts.dtype, device=starts.device).reshape(-1, dim)
         values, grad = values_and_gradients(acquisition, x)
@@ -380,7 +389,7 @@ def maximize_on_candidates(
     best_index, best_value = -1, -float("inf")
     with torch.no_grad():
         for start in range(0, candidates.shape[0], chunk):
-            values = acquisition(candidates[start : start + chunk])
+            values = _checked(acquisition, candidates[start : start + chunk])
             i = int(torch.argmax(values))
             if float(values[i]) > best_value:
                 best_index, best_value = start + i, float(values[i])

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
+from dynbo import deadline
 from dynbo.kernels import correlation_and_scale_derivative
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import HyperparameterBounds, Hyperparameters
@@ -194,6 +195,7 @@ class NegativeLogMarginalLikelihood:
         if key in self._memo:
             value, gradient = self._memo[key]
             return value, gradient.copy()
+        deadline.check("hyperparameter fit")
         self.evaluations += 1
         try:
             value, gradient = self._evaluate(theta)

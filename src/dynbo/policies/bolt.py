@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dynbo import deadline
 from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.relevancy import WassersteinRelevancy
@@ -131,6 +132,7 @@ class BOLT(Policy):
                 self._gp, present, paper_compat=self.paper_compat
             )
             while self.dataset_size > max(cap, self.min_dataset_size):
+                deadline.check("removal loop")
                 # the argmin of R_i is the argmin of W_2(GP_D, GP_D\i) (common denominator)
                 index = int(torch.argmin(relevancy.relevancies()))
                 removed_times.append(float(self._t[index]))

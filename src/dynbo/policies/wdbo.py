@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from dynbo import deadline
 from dynbo.policies.base import Diagnostics, Policy, register
 from dynbo.policies.tunables import Tunable
 from dynbo.relevancy import WassersteinRelevancy
@@ -109,6 +110,7 @@ class WDBO(Policy):
                 self._gp, present, paper_compat=self.paper_compat
             )
             while self._budget > 1.0 and self.dataset_size > self.min_dataset_size:
+                deadline.check("removal loop")
                 values = relevancy.relevancies()
                 index = int(torch.argmin(values))
                 value = float(values[index])
