@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 
 from scipy.stats import kendalltau
@@ -39,6 +40,39 @@ def table_json(table) -> dict:  # noqa: ANN001 - a Table
             if r == row
         }
         for row in table.rows
+    }
+
+
+def timing(runs: list[dict], estimated: float) -> dict:
+    """Per policy: median wall seconds of a run and of a query (the run's wall time over
+    its queries), as stored; and the whole campaign's stored wall time beside the
+    ``reproduce --dry-run`` estimate of it (one worker)."""
+    per_policy: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        if run["status"] != "done" or run["wall_seconds"] is None:
+            continue
+        entry = per_policy.setdefault(run["policy"], {"run": [], "query": [], "queries": []})
+        queries = run["summary"].get("queries") or 0
+        entry["run"].append(run["wall_seconds"])
+        entry["queries"].append(queries)
+        if queries:
+            entry["query"].append(run["wall_seconds"] / queries)
+    return {
+        "note": "wall seconds as stored: measured on the machine (and under the load) "
+        "that ran the campaign",
+        "per_policy": {
+            policy: {
+                "median_run_seconds": statistics.median(v["run"]),
+                "median_query_seconds": statistics.median(v["query"]) if v["query"] else None,
+                "queries_range": [min(v["queries"]), max(v["queries"])],
+                "runs": len(v["run"]),
+            }
+            for policy, v in sorted(per_policy.items())
+        },
+        "stored_wall_seconds_total": sum(
+            r["wall_seconds"] for r in runs if r["wall_seconds"] is not None
+        ),
+        "dry_run_estimate_seconds": estimated,
     }
 
 
@@ -113,6 +147,7 @@ def main() -> None:
             "p_value": float(tau.pvalue),
         }
     result["score_row"] = SCORE in tables["average_regret"].rows
+    result["timing"] = timing(runs, reproductions.estimate(campaign).run_seconds)
     text = json.dumps(result, indent=1, default=str)
     with open(args.out, "w", encoding="utf-8") as handle:
         handle.write(text + "\n")

@@ -126,12 +126,38 @@ def test_unknown_and_unavailable_reproductions_are_value_errors(monkeypatch):
         reproductions.campaign_for("bolt-table3", seeds=0)
 
 
+def _bolt_benchmark(spec):
+    from dynbo.benchmarks import get
+
+    options = {k: v for k, v in spec.benchmark_options.items() if k != "horizon"}
+    return get(spec.benchmark, **options)
+
+
+def test_the_modeled_clock_estimate_counts_the_queries_of_a_growing_dataset():
+    # R(n) = 1 + n s, c = 1 s, warm-up 2: queries advance t by 4, 5, 6, ... (n = 2, 3, ...)
+    # and t passes T = 20 after 4 + 5 + 6 + 7 = 22: four queries
+    seconds = reproductions.run_estimate("modeled", 20.0, 1.0, (1.0, 1.0, 0.0, 0.0), warmup=2)
+    expected = 4 * reproductions.QUERY_SECONDS + reproductions.CONTINUOUS_OVERHEAD
+    assert seconds == pytest.approx(expected)
+    # measured: each query advances the clock by its computing and c
+    measured = reproductions.run_estimate("measured", 100.0, 0.3)
+    assert measured == pytest.approx(
+        100.0 / (reproductions.QUERY_SECONDS + 0.3) * reproductions.QUERY_SECONDS
+        + reproductions.CONTINUOUS_OVERHEAD
+    )
+
+
 def test_the_estimate_follows_the_documented_cost_model():
     campaign = reproductions.campaign_for("bolt-table3", seeds=1, horizon=30)
     one = reproductions.estimate(campaign)
     assert one.runs == 70 and (one.benchmarks, one.policies, one.seeds) == (10, 7, 1)
-    # time-compressed: the queries, and so the computing, of the full 600 s protocol
-    assert one.run_seconds == pytest.approx(70 * reproductions.run_estimate("measured", 600))
+    # time-compressed: the queries, and so the computing, of the full 600 s protocol,
+    # each benchmark with its own cost c
+    shapes = [(bench.horizon, bench.cost) for bench in map(_bolt_benchmark, campaign.specs)]
+    assert {h for h, _ in shapes} == {600.0}
+    assert one.run_seconds == pytest.approx(
+        sum(reproductions.run_estimate("measured", h, c) for h, c in shapes)
+    )
     two = reproductions.estimate(campaign, workers=2)
     assert two.seconds == pytest.approx(one.seconds / 2)
     markov = reproductions.estimate(reproductions.campaign_for("bogunovic-fig2", seeds=2))
