@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -57,11 +58,11 @@ def free_port() -> int:
 class Server:
     """``dynbo serve`` on a free loopback port (stopped with SIGTERM: it checkpoints)."""
 
-    def __init__(self, store: Path, refit: bool, log: Path) -> None:
+    def __init__(self, store: Path, refit: bool, log: Path, extra: Sequence[str] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "dynbo", "serve", "--store", str(store)]
-        command += ["--host", "127.0.0.1", "--port", str(self.port)]
+        command += ["--host", "127.0.0.1", "--port", str(self.port), *extra]
         if not refit:
             command.append("--no-refit")
         self._log = open(log, "ab")

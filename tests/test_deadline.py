@@ -61,7 +61,9 @@ def test_the_budget_is_overrun_by_at_most_one_acquisition_batch():
     search = BoxSearch(raw_samples=64, restarts=4, max_iterations=100)
     with within(Deadline(3.5, clock=clock)):
         with pytest.raises(DeadlineExceeded) as info:
-            maximize_on_box(acquisition, 2, search=search, generator=torch.Generator().manual_seed(0))
+            maximize_on_box(
+                acquisition, 2, search=search, generator=torch.Generator().manual_seed(0)
+            )
     # batches started at t = 0, 1, 2, 3 (each under the budget when it started); the
     # check before the fifth saw t = 4 > 3.5 and stopped
     assert len(calls) == 4

@@ -590,7 +590,7 @@ def test_background_failures_are_logged_and_shutdown_leaves_no_thread(
 ):
     from dynbo.service import ServiceStore, StudyManager
 
-    def broken(self, *args):
+    def broken(self, *args, **kwargs):
         raise RuntimeError("broken on purpose")
 
     closed = []
@@ -612,7 +612,7 @@ def test_background_failures_are_logged_and_shutdown_leaves_no_thread(
         assert client.observe("a", 0.25, x=[0.5], t=1.0)["observation"] == 2
     # the failed shutdown checkpoint still closes the store and ends the workers
     assert closed == [None]
-    assert [t.name for t in threading.enumerate() if t.name.startswith("dynbo-study")] == []
+    assert [t.name for t in threading.enumerate() if t.name.startswith("dynbo-")] == []
 
 
 # ---------------------------------------------------------------------- dashboard

@@ -127,6 +127,7 @@ class Client:
         seed: int = 0,
         clock: str = "wall",
         exist_ok: bool = False,
+        max_dataset_size: int | None = None,
     ) -> dict[str, Any]:
         """Create a study (``exist_ok``: return the existing one of that name instead).
 
@@ -135,6 +136,8 @@ class Client:
 
         ``clock``: ``"wall"`` (the server's clock, seconds since the study was created)
         or ``"client"`` (you give ``t`` to every suggest and observe).
+        ``max_dataset_size``: the most observations the study's policy may keep
+        (``None``: no cap); an observation that could take it over is refused (409).
         """
         body = {
             "name": name,
@@ -144,6 +147,8 @@ class Client:
             "seed": seed,
             "clock": clock,
         }
+        if max_dataset_size is not None:
+            body["max_dataset_size"] = max_dataset_size
         try:
             return self._request("POST", "/studies", body)
         except ServiceError as err:

@@ -9,6 +9,7 @@ byte as it was: nothing a user stored is ever lost or changed by a wrong path.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["check_store_file", "schema_columns", "store_path"]
@@ -61,14 +62,23 @@ def _columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def check_store_file(path: Path, *, kind: str, schema: str, version_key: str, version: int) -> None:
+def check_store_file(
+    path: Path,
+    *,
+    kind: str,
+    schema: str,
+    version_key: str,
+    version: int,
+    older: Mapping[int, str] | None = None,
+) -> None:
     """Refuse, without writing to it, an existing ``path`` that is not a store of ``kind``.
 
     A missing or empty file, or an SQLite database without tables, passes (the store
     creates them). Otherwise every table must be one of ``schema``'s with its columns,
     and the ``meta`` table must hold ``version_key`` = ``version`` (a store writes its
     tables and that row in one transaction, so every store it made has both); the file
-    is read through a read-only connection.
+    is read through a read-only connection. ``older`` maps earlier versions the store
+    migrates to their schemas: such a file is checked against its own version's tables.
 
     Raises:
         ValueError: naming the path and what it holds instead.
@@ -90,12 +100,13 @@ def check_store_file(path: Path, *, kind: str, schema: str, version_key: str, ve
         except sqlite3.Error:
             row = None
         # a store of another version first: its columns may differ from this one's
-        if row is not None and row[0] != str(version):
+        migratable = {str(v): s for v, s in (older or {}).items()}
+        if row is not None and row[0] != str(version) and row[0] not in migratable:
             raise ValueError(
                 f"{path} is not a dynbo {kind} this version reads "
                 f"(its {version_key} is {row[0]!r}, expected {version})"
             )
-        expected = schema_columns(schema)
+        expected = schema_columns(migratable.get(row[0], schema) if row else schema)
         foreign = sorted(name for name, columns in found.items() if expected.get(name) != columns)
         if foreign:
             raise ValueError(

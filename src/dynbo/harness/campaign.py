@@ -143,8 +143,6 @@ class CampaignOutcome:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
-
-
 def _check_label(label: Any, what: str, name: Any) -> None:
     """A label is a row or column heading of every table: one printable line, no ``|``."""
     if not isinstance(label, str) or not label.strip():

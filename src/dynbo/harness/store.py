@@ -40,6 +40,7 @@ def to_json(value: Any) -> str:
 
     return canonical_json(value)
 
+
 __all__ = ["Store", "ITERATION_COLUMNS", "policy_variants"]
 
 SCHEMA_VERSION = 1

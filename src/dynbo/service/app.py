@@ -6,7 +6,8 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
     GET    /dashboard/data                the dashboard's data (JSON; the page refreshes)
     GET    /health                        {"status": "ok", "studies": n}
     GET    /studies                       every study with its counts
-    POST   /studies                       create: {name, policy, bounds, options, seed, clock}
+    POST   /studies                       create: {name, policy, bounds, options, seed, clock,
+                                          max_dataset_size}
     GET    /studies/{name}                policy, dataset size, pending query,
                                           hyperparameters, last diagnostics
     DELETE /studies/{name}
@@ -17,8 +18,10 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
 
 Errors are ``{"error": "<what is wrong>"}`` with a 4xx status (422 for a bad value or a
 body that is not valid JSON, 404 for an unknown study or query id, 409 for a taken name
-or an answered query, 401 for a missing or wrong token, 413 for a body over the limit)
-and change nothing; 503 when an event could not be stored (nothing changed: retry).
+or an answered query, 401 for a missing or wrong token, 413 for a body over the limit;
+415, 421 and 403 for a body that is not JSON, a foreign Host, a foreign Origin:
+``dynbo.service.security``) and change nothing; 503 when an event could not be stored
+(nothing changed: retry).
 
 Requests to one study are serialized by an asyncio lock per study and run in a thread
 pool, so different studies proceed in parallel and a waiting request holds no thread.
@@ -29,15 +32,14 @@ refits its hyperparameters (``Policy.refit``) before the next ``suggest`` runs.
 from __future__ import annotations
 
 import asyncio
-import base64
 import csv
-import hashlib
-import hmac
 import io
 import json
 import logging
+import math
 import socket
 import sys
+import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,14 +55,28 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dynbo.deadline import Deadline
 from dynbo.service.dashboard import dashboard_data, dashboard_json, render_dashboard
+from dynbo.service.http import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_CONNECTIONS,
+    TimedH11Protocol,
+    check_limits,
+)
+from dynbo.service.security import Guard, neutralize_csv_cell
 from dynbo.service.storage import DamagedLog, ServiceStore
-from dynbo.service.studies import MAX_KEY_LENGTH, ServiceError, StudyManager
+from dynbo.service.studies import MAX_KEY_LENGTH, ServiceError, StudyManager, Unavailable
 
 __all__ = ["DEFAULT_MAX_BODY", "check_token", "create_app", "serve"]
 
 #: the largest request body accepted (bytes).
 DEFAULT_MAX_BODY = 1 << 20
+#: seconds of policy work one ``suggest`` or background refit may take (``--suggest-timeout``)
+DEFAULT_SUGGEST_TIMEOUT = 60.0
+#: a study whose last suggest or refit took longer runs in the heavy lane (seconds)
+DEFAULT_HEAVY_SECONDS = 1.0
 
 log = logging.getLogger("dynbo.service")
 
@@ -87,6 +103,11 @@ class StudyIn(_Body):
         "wall",
         description="wall: t is the server's clock, seconds since the study was created; "
         "client: every suggest and observe gives its t",
+    )
+    max_dataset_size: int | None = Field(
+        None,
+        description="the most observations the policy may keep (null: no cap); an "
+        "observation that could take the dataset over it is refused with 409",
     )
 
 
@@ -148,81 +169,6 @@ class ObservationOut(BaseModel):
     repeated: bool = Field(description="true: the key was seen; this is the first response")
 
 
-# ====================================================================== security
-
-
-class Guard:
-    """ASGI middleware: bearer token (constant-time) and a bound on the request body.
-
-    With a token, every request must carry ``Authorization: Bearer <token>`` (or HTTP
-    Basic with the token as password, so that a browser can open the dashboard);
-    otherwise 401. The token is compared as UTF-8 bytes with the header's raw bytes. A
-    body over ``max_body`` bytes is refused with 413 before the application reads it.
-    """
-
-    def __init__(self, app: Any, token: str | None, max_body: int) -> None:
-        self.app = app
-        self._digest = None if token is None else hashlib.sha256(token.encode()).digest()
-        self.max_body = max_body
-
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
-        if self._digest is None:
-            return True
-        scheme, _, credentials = headers.get(b"authorization", b"").partition(b" ")
-        given = b""
-        if scheme.lower() == b"bearer":
-            given = credentials.strip()
-        elif scheme.lower() == b"basic":
-            try:
-                decoded = base64.b64decode(credentials.strip(), validate=True)
-            except ValueError:
-                decoded = b""
-            given = decoded.partition(b":")[2]
-        # compare digests: constant time, and the token's length does not leak either
-        return hmac.compare_digest(hashlib.sha256(given).digest(), self._digest)
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        if not self._authorized(headers):
-            challenge = [(b"www-authenticate", b'Bearer realm="dynbo"')]
-            if scope.get("path") == "/":
-                challenge.append((b"www-authenticate", b'Basic realm="dynbo"'))
-            await _send_json(send, 401, {"error": "missing or wrong bearer token"}, challenge)
-            return
-        try:
-            declared = int(headers.get(b"content-length", b"0"))
-        except ValueError:
-            await _send_json(send, 400, {"error": "invalid Content-Length"})
-            return
-        if declared > self.max_body:
-            await _send_json(send, 413, _too_large(self.max_body))
-            return
-        body = bytearray()
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.max_body:
-                await _send_json(send, 413, _too_large(self.max_body))
-                return
-        delivered = False
-
-        async def replay() -> dict:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
 #: FastAPI's detail when the body's JSON could not be parsed (other than a syntax error)
 _PARSE_ERROR = "There was an error parsing the body"
 
@@ -248,20 +194,6 @@ def _error(message: str, status: int, headers: Mapping[str, str] | None = None) 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _too_large(limit: int) -> dict[str, str]:
-    return {"error": f"request body over the limit of {limit} bytes"}
-
-
-async def _send_json(
-    send: Callable, status: int, payload: dict, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    headers += extra or []
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 # ====================================================================== the application
 
 
@@ -274,6 +206,9 @@ def create_app(
     workers: int = 4,
     max_body: int = DEFAULT_MAX_BODY,
     announce: str | None = None,
+    suggest_timeout: float | None = DEFAULT_SUGGEST_TIMEOUT,
+    heavy_workers: int = 1,
+    heavy_seconds: float = DEFAULT_HEAVY_SECONDS,
 ) -> Any:
     """The ASGI application over the service store ``store`` (an SQLite file).
 
@@ -285,12 +220,20 @@ def create_app(
         workers: threads that run the studies' policies (different studies in parallel).
         max_body: the largest request body (bytes).
         announce: a line printed to stderr once the service is ready.
+        suggest_timeout: seconds of policy work one ``suggest`` (or background refit)
+            may take before it is abandoned (503, nothing changed); ``None``: no limit.
+        heavy_workers: threads of the heavy lane: the suggests and refits of a study
+            whose last one took over ``heavy_seconds`` run there, so that heavy studies
+            queue behind each other and not in front of the light ones.
+        heavy_seconds: the lane threshold (seconds of the study's last suggest or refit).
 
     Returns:
         The application wrapped in :class:`Guard` (``.app`` is the FastAPI app).
     """
     check_token(token)
+    _check_budget(suggest_timeout, heavy_workers, heavy_seconds)
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynbo-study")
+    heavy_executor = ThreadPoolExecutor(max_workers=heavy_workers, thread_name_prefix="dynbo-heavy")
     # per study: its lock and how many requests hold or wait for it (dropped at 0, so
     # that requests for names that do not exist leave nothing behind)
     locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
@@ -315,6 +258,7 @@ def create_app(
                 await loop.run_in_executor(executor, manager.checkpoint_all)
             finally:  # no thread or open file left behind, whatever failed above
                 executor.shutdown(wait=True)
+                heavy_executor.shutdown(wait=True)
                 manager.store.close()
 
     app = FastAPI(
@@ -326,29 +270,45 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        redirect_slashes=False,  # a redirect's Location would echo the Host header
     )
 
     def manager() -> StudyManager:
         return state["manager"]
 
     async def on_study(
-        name: str, fn: Callable[..., Any], *args: Any, heavy: bool = False, **kwargs: Any
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        heavy: bool = False,
+        cancel: threading.Event | None = None,
+        **kwargs: Any,
     ) -> Any:
         """Run ``fn`` after the study's earlier requests (FIFO per study) in a thread.
 
         ``heavy`` calls (``suggest``, the background refit: fits and acquisitions) go to
-        the ``workers`` pool; the light ones (an observation's O(n^2) update and its
-        commit, reads) to the shared thread pool, so they do not queue behind the fits of
-        other studies.
+        the ``workers`` pool, or the heavy lane for a study whose last such call took
+        over ``heavy_seconds``, and get ``deadline=``: a :class:`~dynbo.deadline.Deadline`
+        of ``suggest_timeout`` seconds that starts when the work does (not while it
+        waits) and stops at ``cancel``. The light ones (an observation's O(n^2) update
+        and its commit, reads) go to the shared thread pool, so they do not queue behind
+        the fits of other studies.
         """
         entry = locks.setdefault(name, (asyncio.Lock(), [0]))
         entry[1][0] += 1
         try:
             async with entry[0]:
-                call = partial(fn, *args, **kwargs)
                 if not heavy:
-                    return await run_in_threadpool(call)
-                return await asyncio.get_running_loop().run_in_executor(executor, call)
+                    return await run_in_threadpool(partial(fn, *args, **kwargs))
+                if cancel is not None and cancel.is_set():
+                    raise Unavailable("the client went away before the work started")
+
+                def call() -> Any:
+                    budget = Deadline(suggest_timeout, cancel or threading.Event())
+                    return fn(*args, deadline=budget, **kwargs)
+
+                lane = heavy_executor if manager().cost(name) > heavy_seconds else executor
+                return await asyncio.get_running_loop().run_in_executor(lane, call)
         finally:
             entry[1][0] -= 1
             if entry[1][0] == 0 and locks.get(name) is entry:
@@ -405,6 +365,9 @@ def create_app(
         studies = await run_in_threadpool(manager().store.studies)
         return {"status": "ok", "studies": len(studies)}
 
+    # HEAD /health: the same answer without its body (uvicorn drops it)
+    app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
+
     @app.get("/studies", summary="List the studies")
     async def list_studies() -> dict[str, Any]:
         return {"studies": await run_in_threadpool(manager().studies)}
@@ -420,6 +383,7 @@ def create_app(
             options=body.options,
             seed=body.seed,
             clock=body.clock,
+            max_dataset_size=body.max_dataset_size,
         )
 
     @app.get("/studies/{name}", summary="A study: policy, dataset size, hyperparameters")
@@ -432,11 +396,23 @@ def create_app(
         return {"deleted": name}
 
     @app.post("/studies/{name}/suggest", response_model=QueryOut, summary="The next query")
-    async def suggest(name: str, body: SuggestIn | None = None) -> dict[str, Any]:
+    async def suggest(name: str, request: Request, body: SuggestIn | None = None) -> dict[str, Any]:
         body = body or SuggestIn()
-        return await on_study(
-            name, manager().suggest, name, body.t, replace=body.replace, heavy=True
-        )
+        # a client that goes away cancels the work at its next check (nothing is logged)
+        cancel = threading.Event()
+        watcher = asyncio.create_task(_set_on_disconnect(request, cancel))
+        try:
+            return await on_study(
+                name,
+                manager().suggest,
+                name,
+                body.t,
+                replace=body.replace,
+                heavy=True,
+                cancel=cancel,
+            )
+        finally:
+            watcher.cancel()
 
     @app.post("/studies/{name}/observe", response_model=ObservationOut, summary="An observation")
     async def observe(
@@ -477,6 +453,30 @@ def create_app(
     return Guard(app, token, max_body)
 
 
+async def _set_on_disconnect(request: Request, cancel: threading.Event) -> None:
+    """Set ``cancel`` when the client disconnects (its body was read already, so the
+    next ASGI message is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            cancel.set()
+            return
+
+
+def _check_budget(suggest_timeout: float | None, heavy_workers: int, heavy_seconds: float) -> None:
+    """``ValueError`` for a non-positive budget, lane size or threshold."""
+    if suggest_timeout is not None and not (
+        isinstance(suggest_timeout, (int, float)) and 0 < suggest_timeout < math.inf
+    ):
+        raise ValueError(
+            f"suggest_timeout must be a positive number of seconds or None, got {suggest_timeout!r}"
+        )
+    if isinstance(heavy_workers, bool) or not isinstance(heavy_workers, int) or heavy_workers < 1:
+        raise ValueError(f"heavy_workers must be a positive integer, got {heavy_workers!r}")
+    if not (isinstance(heavy_seconds, (int, float)) and 0 < heavy_seconds < math.inf):
+        raise ValueError(f"heavy_seconds must be a positive number, got {heavy_seconds!r}")
+
+
 def _version() -> str:
     from dynbo import __version__
 
@@ -500,7 +500,8 @@ def _csv(events: list[Any]) -> str:
     """One row per event: the columns above, ``x0..x{d-1}``, additional and diagnostics (JSON)."""
     dim = len(events[0].x) if events else 0
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    # CRLF line ends (RFC 4180): a cell holding a lone carriage return is quoted too
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(
         [
             *_CSV_COLUMNS,
@@ -514,17 +515,18 @@ def _csv(events: list[Any]) -> str:
     )
     for e in events:
         diag = e.diagnostics or {}
-        writer.writerow(
-            [
-                *(getattr(e, c) if getattr(e, c) is not None else "" for c in _CSV_COLUMNS),
-                *(repr(float(v)) for v in e.x),
-                json.dumps(e.additional) if e.additional else "",
-                e.idempotency_key or "",
-                diag.get("fit_seconds", ""),
-                diag.get("acquisition_seconds", ""),
-                json.dumps(diag["hyperparameters"]) if diag.get("hyperparameters") else "",
-            ]
-        )
+        row = [
+            *(getattr(e, c) if getattr(e, c) is not None else "" for c in _CSV_COLUMNS),
+            *(float(v) for v in e.x),
+            json.dumps(e.additional) if e.additional else "",
+            e.idempotency_key or "",
+            diag.get("fit_seconds", ""),
+            diag.get("acquisition_seconds", ""),
+            json.dumps(diag["hyperparameters"]) if diag.get("hyperparameters") else "",
+        ]
+        # a text cell a spreadsheet would run as a formula is prefixed with ' (numbers
+        # stay numbers)
+        writer.writerow([neutralize_csv_cell(cell) for cell in row])
     return out.getvalue()
 
 
@@ -538,6 +540,13 @@ def serve(
     refit: bool = True,
     workers: int = 4,
     max_body: int = DEFAULT_MAX_BODY,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    suggest_timeout: float | None = DEFAULT_SUGGEST_TIMEOUT,
+    heavy_workers: int = 1,
+    heavy_seconds: float = DEFAULT_HEAVY_SECONDS,
     log_level: str = "warning",
     sock: socket.socket | None = None,
 ) -> None:
@@ -546,6 +555,13 @@ def serve(
     Each policy call uses one torch thread; ``workers`` studies run at once.
 
     Args:
+        header_timeout, body_timeout: seconds to receive a request's headers (from the
+            connection's start or the request's first byte) and its body (from its
+            headers); a slower client is closed (``dynbo.service.http``).
+        keep_alive: seconds an idle kept-alive connection stays open.
+        max_connections: open connections at most; one more is answered 503 and closed.
+        suggest_timeout, heavy_workers, heavy_seconds: the per-request time budget and
+            the heavy lane (:func:`create_app`).
         sock: a socket already listening (e.g. on port 0: any free port) to serve on
             instead of binding ``host:port``; the announced address is its own.
     """
@@ -553,6 +569,10 @@ def serve(
     import uvicorn
 
     check_token(token)
+    check_limits(keep_alive=keep_alive)
+    protocol = TimedH11Protocol.configured(
+        header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections
+    )
     if sock is not None:
         host, port = sock.getsockname()[:2]
     torch.set_num_threads(1)
@@ -564,6 +584,9 @@ def serve(
         workers=workers,
         max_body=max_body,
         announce=f"dynbo serve: http://{_url_host(host)}:{port}/ (store {store})",
+        suggest_timeout=suggest_timeout,
+        heavy_workers=heavy_workers,
+        heavy_seconds=heavy_seconds,
     )
     config = uvicorn.Config(
         app,
@@ -573,6 +596,12 @@ def serve(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=30,
+        http=protocol,
+        ws="none",  # no WebSocket route: an upgrade is plain HTTP, refused by the Guard
+        timeout_keep_alive=keep_alive,  # type: ignore[arg-type]
+        # a backstop: the protocol keeps the connections (and so the requests) at most
+        # max_connections
+        limit_concurrency=max_connections + 1,
     )
     uvicorn.Server(config).run(sockets=None if sock is None else [sock])
 

@@ -34,7 +34,8 @@ from dynbo.sqlite_files import check_store_file, store_path
 
 __all__ = ["DamagedLog", "Event", "ServiceStore", "StudyRecord", "plain"]
 
-SCHEMA_VERSION = 1
+#: 2 added ``studies.max_dataset_size`` (a store of version 1 is migrated when opened)
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS studies (
     options TEXT NOT NULL,
     seed INTEGER NOT NULL,
     clock TEXT NOT NULL CHECK (clock IN ('wall', 'client')),
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    max_dataset_size INTEGER
 );
 CREATE TABLE IF NOT EXISTS events (
     study TEXT NOT NULL REFERENCES studies(name) ON DELETE CASCADE,
@@ -74,6 +76,11 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     wall REAL NOT NULL
 );
 """
+#: the older schemas a store migrates from, and the statements that bring each one up
+#: to the next version (run in the transaction that records the new version)
+_OLDER_SCHEMAS = {1: _SCHEMA.replace(",\n    max_dataset_size INTEGER", "")}
+_MIGRATIONS = {1: ("ALTER TABLE studies ADD COLUMN max_dataset_size INTEGER",)}
+assert _OLDER_SCHEMAS[1] != _SCHEMA
 
 
 def plain(value: Any) -> Any:
@@ -110,6 +117,8 @@ class StudyRecord:
     seed: int
     clock: str
     created_at: float
+    #: the most observations the study's policy may keep (``None``: no cap)
+    max_dataset_size: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +129,7 @@ class StudyRecord:
             "seed": self.seed,
             "clock": self.clock,
             "created_at": self.created_at,
+            "max_dataset_size": self.max_dataset_size,
         }
 
 
@@ -229,6 +239,7 @@ class ServiceStore:
             schema=_SCHEMA,
             version_key="schema_version",
             version=SCHEMA_VERSION,
+            older=_OLDER_SCHEMAS,
         )
         self._lock = threading.Lock()
         try:
@@ -245,16 +256,28 @@ class ServiceStore:
 
     def _create_schema(self) -> None:
         with self._transaction() as db:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
+            has_meta = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            ).fetchone()
+            row = None
+            if has_meta:
+                row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = SCHEMA_VERSION if row is None else int(row[0])
+            if version != SCHEMA_VERSION and version not in _MIGRATIONS:
                 raise ValueError(
                     f"{self.path}: service store schema {row[0]}, this dynbo reads {SCHEMA_VERSION}"
                 )
+            # an older store is brought up to date in this one transaction: all or nothing
+            while version != SCHEMA_VERSION:
+                for statement in _MIGRATIONS[version]:
+                    db.execute(statement)
+                version += 1
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -288,7 +311,7 @@ class ServiceStore:
         try:
             with self._transaction() as db:
                 db.execute(
-                    "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         record.name,
                         record.policy,
@@ -297,6 +320,7 @@ class ServiceStore:
                         record.seed,
                         record.clock,
                         record.created_at,
+                        record.max_dataset_size,
                     ),
                 )
         except sqlite3.IntegrityError:
@@ -446,4 +470,5 @@ def _study(row: Sequence[Any]) -> StudyRecord:
         seed=int(row[4]),
         clock=row[5],
         created_at=float(row[6]),
+        max_dataset_size=None if row[7] is None else int(row[7]),
     )

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dynbo.deadline import Deadline, DeadlineExceeded, Interrupted, within
 from dynbo.policies import Policy, available, make, option_defaults, policy_class
 from dynbo.service.storage import DamagedLog, Event, ServiceStore, StudyRecord, plain
 
@@ -52,6 +53,9 @@ CLOCKS = ("wall", "client")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_DIM = 64
 MAX_KEY_LENGTH = 200
+#: the largest per-study dataset cap a study may ask for (its kernel matrix alone is
+#: ``8 n^2`` bytes: 800 MB at this size)
+MAX_DATASET_SIZE = 10_000
 #: ceilings on the options that size a policy's work, so that a request cannot ask a
 #: server for unbounded memory or time.
 OPTION_LIMITS = {
@@ -131,6 +135,9 @@ class _Study:
     replay_mismatches: int = 0
     last_suggest_seconds: float | None = None
     last_refit_seconds: float | None = None
+    #: suggests and refits stopped by their deadline or a client that went away
+    abandoned: int = 0
+    last_abandoned: str | None = None
 
 
 def _check_name(name: Any) -> str:
@@ -270,6 +277,7 @@ class StudyManager:
         options: Mapping[str, Any] | None = None,
         seed: int = 0,
         clock: str = "wall",
+        max_dataset_size: int | None = None,
     ) -> dict[str, Any]:
         """Create a study and its policy.
 
@@ -281,6 +289,9 @@ class StudyManager:
             seed: the policy's random seed.
             clock: ``"wall"`` (the server's clock, seconds since the creation) or
                 ``"client"`` (every ``suggest`` and ``observe`` gives its time).
+            max_dataset_size: the most observations the policy may keep (``None``: no
+                cap); an observation that could take it over is refused (409). A policy
+                that keeps every observation (``gp-ucb``) holds ``O(n^2)`` memory.
 
         Raises:
             Invalid: a bad name, bounds, option or value (the policy's own message).
@@ -289,11 +300,22 @@ class StudyManager:
         name, policy, bounds, options, seed, clock = validate_study(
             name, policy, bounds, options, seed, clock
         )
+        if max_dataset_size is not None and (
+            isinstance(max_dataset_size, bool)
+            or not isinstance(max_dataset_size, int)
+            or not 1 <= max_dataset_size <= MAX_DATASET_SIZE
+        ):
+            raise Invalid(
+                f"max_dataset_size must be an integer from 1 to {MAX_DATASET_SIZE} or null, "
+                f"got {max_dataset_size!r}"
+            )
         try:
             instance = make(policy, bounds=bounds, seed=seed, **options)
         except (ValueError, TypeError, RecursionError) as err:
             raise Invalid(f"policy {policy!r}: {err}") from None
-        record = StudyRecord(name, policy, bounds, plain(options), seed, clock, self._clock())
+        record = StudyRecord(
+            name, policy, bounds, plain(options), seed, clock, self._clock(), max_dataset_size
+        )
         with self._lock:
             if name in self._studies and not self._studies[name].deleted:
                 raise Conflict(f"a study named {name!r} exists already")
@@ -368,6 +390,8 @@ class StudyManager:
                 "replay_mismatches": study.replay_mismatches,
                 "last_suggest_seconds": study.last_suggest_seconds,
                 "last_refit_seconds": study.last_refit_seconds,
+                "abandoned": study.abandoned,
+                "last_abandoned": study.last_abandoned,
             }
         )
 
@@ -399,7 +423,12 @@ class StudyManager:
 
     # ================================================================== ask / tell
     def suggest(
-        self, name: str, t: float | None = None, *, replace: bool = False
+        self,
+        name: str,
+        t: float | None = None,
+        *,
+        replace: bool = False,
+        deadline: Deadline | None = None,
     ) -> dict[str, Any]:
         """The study's next query: ``{"query_id", "x", "t", "additional", "repeated"}``.
 
@@ -410,10 +439,15 @@ class StudyManager:
             t: the time, required with the client's clock and refused with the wall
                 clock (then: seconds since the study was created, never before the
                 latest time seen).
+            deadline: bounds the policy's work (its fit, cleaning and acquisition
+                search; not the wait for the study's lock nor a rebuild from the log).
 
         Raises:
             Invalid: a missing, extra or non-finite ``t``, or one before the latest time
                 the study has seen; nothing changes.
+            Unavailable: the work passed ``deadline``'s budget or was cancelled; the
+                policy is as it was before the call (``Policy.suggest`` restores it) and
+                nothing is logged.
         """
         study = self._loaded(name)
         try:
@@ -430,9 +464,24 @@ class StudyManager:
             assert policy is not None
             start = time.perf_counter()
             try:
-                query = policy.suggest(asked)
+                with within(deadline):
+                    query = policy.suggest(asked)
             except ValueError as err:
                 raise Invalid(str(err)) from None
+            except DeadlineExceeded as err:
+                study.last_suggest_seconds = time.perf_counter() - start
+                study.abandoned += 1
+                study.last_abandoned = f"suggest {err}"
+                raise Unavailable(
+                    f"suggest {err} and was abandoned; nothing changed. The study's options "
+                    "(raw_samples, restarts, acquisition_iterations, fit_iterations) or its "
+                    "dataset size make one suggestion cost more than the service allows: "
+                    "lower them, or start the server with a larger --suggest-timeout"
+                ) from None
+            except Interrupted as err:
+                study.abandoned += 1
+                study.last_abandoned = f"suggest {err}"
+                raise Unavailable(f"suggest {err}; nothing changed") from None
             seconds = time.perf_counter() - start
             try:
                 additional = np.asarray(getattr(query, "additional", np.empty((0, policy.dim))))
@@ -500,7 +549,8 @@ class StudyManager:
             "dataset_size", "repeated"}``.
 
         Raises:
-            NotFound: an unknown query id. Conflict: a query answered already.
+            NotFound: an unknown query id. Conflict: a query answered already, or the
+                study's dataset at its ``max_dataset_size``.
             Invalid: NaN/inf, a wrong shape, a point outside the bounds, a time before
                 the latest one, additional answers the policy refuses. Nothing changes.
         """
@@ -538,6 +588,15 @@ class StudyManager:
                 point = _point("x", x, dim)
                 when = self._time(study, t, "observe")
             answers = self._additional(additional, dim, when)
+            cap = study.record.max_dataset_size
+            if cap is not None and policy.dataset_size + 1 + len(answers) > cap:
+                raise Conflict(
+                    f"study {name!r} keeps {policy.dataset_size} observations and its "
+                    f"max_dataset_size is {cap}: this observation (with {len(answers)} "
+                    "additional) could take it over, so it was not recorded. A policy that "
+                    "removes observations (e.g. wdbo, sw-gp-ucb) stays under a cap; a "
+                    "new study with a larger max_dataset_size takes more"
+                )
             snapshot = policy.state_dict() if answers else None
             start = time.perf_counter()
             try:
@@ -619,8 +678,11 @@ class StudyManager:
             )
         return out
 
-    def background(self, name: str) -> dict[str, Any]:
+    def background(self, name: str, deadline: Deadline | None = None) -> dict[str, Any]:
         """After an observation: checkpoint when due, then refit ahead (if enabled).
+
+        A refit that passes ``deadline`` is abandoned (the policy is as it was; the next
+        ``suggest`` fits as usual) and logged.
 
         Returns ``{"checkpoint": bool, "refit": bool}`` (nothing for a study that is
         gone or not loaded).
@@ -638,10 +700,28 @@ class StudyManager:
                 done["checkpoint"] = True
             if self.refit and hasattr(study.policy, "refit"):
                 start = time.perf_counter()
-                done["refit"] = bool(study.policy.refit())
+                try:
+                    with within(deadline):
+                        done["refit"] = bool(study.policy.refit())
+                except Interrupted as err:
+                    log.warning("background refit of study %r: %s; abandoned", name, err)
+                    study.last_refit_seconds = time.perf_counter() - start
+                    study.abandoned += 1
+                    study.last_abandoned = f"refit {err}"
+                    return done
                 if done["refit"]:
                     study.last_refit_seconds = time.perf_counter() - start
         return done
+
+    def cost(self, name: str) -> float:
+        """Seconds of the study's last ``suggest`` or background refit, whichever took
+        longer (0 for a study not loaded): the service's lane choice. Read without the
+        study's lock: a stale value only picks the other lane once."""
+        with self._lock:
+            study = self._studies.get(name)
+        if study is None:
+            return 0.0
+        return max(study.last_suggest_seconds or 0.0, study.last_refit_seconds or 0.0)
 
     def checkpoint(self, name: str) -> None:
         """Checkpoint one study now."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dynbo.cli.common import CliError, port, positive_int
+from dynbo.cli.common import CliError, non_negative_float, port, positive_float, positive_int
 
 NAME = "serve"
 SUMMARY = "an HTTP/JSON ask/tell service for live systems (crash-safe)"
@@ -42,6 +42,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-body", type=positive_int, default=1 << 20, help="largest request body (bytes)"
+    )
+    # the defaults are dynbo.service.http's (not imported here: it imports uvicorn)
+    parser.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds to receive a request's headers; a slower client is closed (408)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds to receive a request's body after its headers; then closed (408)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=256,
+        help="open connections at most; one more is answered 503 and closed",
+    )
+    parser.add_argument(
+        "--suggest-timeout",
+        type=non_negative_float,
+        default=60.0,
+        help="seconds of policy work one suggest (or background refit) may take; over it "
+        "the work stops and the answer is 503 with nothing changed (0: no limit)",
+    )
+    parser.add_argument(
+        "--heavy-workers",
+        type=positive_int,
+        default=1,
+        help="threads of the heavy lane (studies whose last suggest or refit took longer "
+        "than --heavy-seconds)",
+    )
+    parser.add_argument(
+        "--heavy-seconds",
+        type=positive_float,
+        default=1.0,
+        help="a study whose last suggest or refit took longer runs in the heavy lane",
     )
 
 
@@ -96,6 +135,12 @@ def run(args: argparse.Namespace) -> int:
             refit=not args.no_refit,
             workers=args.workers,
             max_body=args.max_body,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            max_connections=args.max_connections,
+            suggest_timeout=args.suggest_timeout or None,
+            heavy_workers=args.heavy_workers,
+            heavy_seconds=args.heavy_seconds,
             sock=sock,
         )
     finally:
