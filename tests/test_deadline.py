@@ -8,13 +8,18 @@ import pytest
 import torch
 
 from dynbo import deadline
-from dynbo.acquisition.optimize import BoxSearch, maximize_on_box, maximize_on_candidates
-from dynbo.deadline import Cancelled, Deadline, DeadlineExceeded, within
+from dynbo.acquisition.optimize import (
+    RAW_CHUNK,
+    BoxSearch,
+    maximize_on_box,
+    maximize_on_candidates,
+)
+from dynbo.deadline import Budget, Cancelled, Deadline, DeadlineExceeded, within
 from dynbo.models import SpatioTemporalGP
 from dynbo.models.fit import fit_hyperparameters
 from dynbo.models.kernel import DIFFERENCE_CHUNK_ELEMENTS, KernelSpec, _squared_distance
 from dynbo.policies import make
-from tests.test_service_manager import assert_states_equal
+from tests.test_service_manager import assert_states_equal, without_timings
 
 
 class Ticks:
@@ -72,12 +77,26 @@ def test_the_budget_is_overrun_by_at_most_one_acquisition_batch():
 
 
 def test_candidate_search_and_the_raw_sample_chunks_stop_at_a_cancellation():
-    values = lambda x: x.sum(-1)  # noqa: E731
+    # the first chunk always runs (a search has an answer); the check before the second
+    # one stops a cancelled search
+    calls = []
+
+    def values(x):
+        calls.append(len(x))
+        return x.sum(-1)
+
     with within(cancelled()):
         with pytest.raises(Cancelled):
-            maximize_on_candidates(values, torch.rand(10, 2, dtype=torch.float64))
+            maximize_on_candidates(values, torch.rand(10, 2, dtype=torch.float64), chunk=4)
+        assert calls == [4]
         with pytest.raises(Cancelled):
-            maximize_on_box(values, 2, generator=torch.Generator().manual_seed(0))
+            maximize_on_box(
+                values,
+                2,
+                search=BoxSearch(raw_samples=2 * RAW_CHUNK),
+                generator=torch.Generator().manual_seed(0),
+            )
+        assert calls == [4, RAW_CHUNK]
 
 
 def test_the_fit_stops_after_the_likelihood_evaluation_that_passed_the_budget():
@@ -137,3 +156,151 @@ def test_squared_distances_in_chunks_are_the_same_numbers():
     # with batch dimensions too
     a2, b2 = a[None].expand(2, -1, -1), b[None].expand(2, -1, -1)
     assert torch.equal(_squared_distance(a2, b2)[1], (diff * diff).sum(-1))
+
+
+# ---------------------------------------------------------------------- soft budgets
+
+
+def peak(x):
+    return -((x - 0.3) ** 2).sum(-1)
+
+
+def test_a_spent_budget_ends_the_raw_sample_with_the_best_point_evaluated():
+    clock = Ticks()
+
+    def acquisition(x):
+        clock.now += 1.0
+        return peak(x)
+
+    record = {}
+    search = BoxSearch(raw_samples=3 * RAW_CHUNK)
+    with within(Budget(1.5, clock=clock)):
+        x, value = maximize_on_box(
+            acquisition, 2, search=search, generator=torch.Generator().manual_seed(0), record=record
+        )
+    assert record["budget_cut"] == f"raw samples: {2 * RAW_CHUNK} of {3 * RAW_CHUNK} evaluated"
+    # the best of the two chunks evaluated (the same Sobol draw as an unbudgeted search)
+    seed = torch.Generator().manual_seed(0)
+    import math
+
+    import scipy.stats
+
+    draw = int(torch.randint(0, 2**31 - 1, (1,), generator=seed).item())
+    sobol = scipy.stats.qmc.Sobol(2, scramble=True, seed=draw)
+    points = torch.as_tensor(sobol.random_base2(math.ceil(math.log2(3 * RAW_CHUNK))))
+    evaluated = points[: 2 * RAW_CHUNK]
+    best = int(torch.argmax(peak(evaluated)))
+    assert torch.equal(x, evaluated[best]) and value == float(peak(evaluated)[best])
+
+
+def test_a_spent_budget_ends_the_gradient_search_with_the_best_point_seen():
+    clock = Ticks()
+    batches = []
+
+    def acquisition(x):
+        batches.append(x.detach().clone())
+        clock.now += 1.0
+        return peak(x)
+
+    record = {}
+    search = BoxSearch(raw_samples=64, restarts=4, max_iterations=100)
+    with within(Budget(3.5, clock=clock)):
+        x, value = maximize_on_box(
+            acquisition, 2, search=search, generator=torch.Generator().manual_seed(1), record=record
+        )
+    # the raw sample (t = 0 -> 1), then gradient batches at t = 1, 2, 3; stopped at t = 4
+    assert record["budget_cut"] == "gradient search stopped after 3 batch(es)"
+    assert len(batches) == 4
+    seen = torch.cat(batches)
+    values = peak(seen)
+    assert value == float(values.max())
+    assert torch.equal(x, seen[int(torch.argmax(values))].clamp(0.0, 1.0))
+
+
+def test_a_spent_budget_in_candidate_search_keeps_the_best_chunk_evaluated():
+    clock = Ticks()
+
+    def acquisition(x):
+        clock.now += 1.0
+        return x.sum(-1)
+
+    points = torch.arange(10, dtype=torch.float64).reshape(10, 1)
+    with within(Budget(1.5, clock=clock)):
+        index, value = maximize_on_candidates(acquisition, points, chunk=4)
+    assert (index, value) == (7, 7.0)  # chunks [0..3] and [4..7]; [8, 9] not evaluated
+
+
+def make_policy(name="gp-ucb", n=12, **options):
+    policy = make(name, bounds=[[0.0, 0.0], [1.0, 1.0]], seed=5, raw_samples=64, **options)
+    rng = np.random.default_rng(3)
+    for k in range(n):
+        policy.observe(rng.random(2), float(k), float(np.sin(5 * rng.random())))
+    return policy
+
+
+def test_a_fit_cut_by_the_budget_keeps_the_previous_hyperparameters():
+    policy = make_policy()
+    policy.suggest(12.0)  # a first fit
+    before = policy.hyperparameters
+    policy.observe([0.5, 0.5], 12.5, 0.3)
+    clock = Ticks()
+    budget = Budget(1.0, clock=clock)
+    clock.now = 0.75  # over the fit's half already: the fit's first check stops it
+    query = policy.suggest(13.0, budget=budget)
+    assert policy.hyperparameters == before
+    assert np.all((0.0 <= query.x) & (query.x <= 1.0))
+    report = policy.diagnostics.extra["time_budget"]
+    assert report["spent_at"][0]["where"] == deadline.FIT
+    assert report["seconds"] == 1.0
+
+
+def test_a_recorded_budget_replays_the_same_suggestion_and_state():
+    timed, replayed = make_policy(), make_policy()
+    timed.suggest(12.0)
+    replayed.suggest(12.0)
+    clock = Ticks()
+
+    class Budgeted(Budget):
+        def check(self, where):
+            clock.now += 0.01  # a unit of work costs 10 ms of this clock
+            super().check(where)
+
+    budget = Budgeted(0.3, clock=clock)
+    for p in (timed, replayed):
+        p.observe([0.2, 0.7], 12.5, 0.1)
+    first = timed.suggest(13.0, budget=budget)
+    numbers = [s["check"] for s in timed.diagnostics.extra["time_budget"]["spent_at"]]
+    assert numbers  # the budget did cut something
+    again = replayed.suggest(13.0, budget=Budget.replay(numbers))
+    np.testing.assert_array_equal(first.x, again.x)
+    states = [without_timings(p.state_dict()) for p in (timed, replayed)]
+    reports = [s["diagnostics"]["extra"].pop("time_budget") for s in states]
+    assert_states_equal(*states)
+    assert [r["spent_at"][0]["check"] for r in reports] == [numbers[0]] * 2
+
+
+def test_a_spent_budget_stops_the_wdbo_removal_loop_and_a_hard_deadline_still_raises():
+    policy = make_policy("wdbo", n=40, learn_hyperparameters=False)
+    policy._budget = 1e9  # remove whatever it can
+    before = policy.state_dict()
+    with within(cancelled()):
+        with pytest.raises(Cancelled, match="removal loop"):
+            policy.suggest(40.0)
+    assert_states_equal(before, policy.state_dict())
+    clock = Ticks()
+    budget = Budget(1.0, clock=clock)
+    clock.now = 2.0  # spent before anything
+    query = policy.suggest(40.0, budget=budget)
+    assert policy.diagnostics.extra["removal_cut"] == "stopped after 0 removal(s)"
+    assert policy.dataset_size == 40 and query.x.shape == (2,)
+
+
+def test_bad_budgets_are_refused_and_change_nothing():
+    policy = make_policy()
+    before = policy.state_dict()
+    for bad in (0, -1.0, float("nan"), "1"):
+        with pytest.raises(ValueError, match="budget"):
+            policy.suggest(12.0, budget=bad)
+    assert_states_equal(before, policy.state_dict())
+    with pytest.raises(ValueError, match="check numbers start at 1"):
+        Budget.replay([0])

@@ -223,3 +223,51 @@ def test_a_version_1_service_store_is_migrated_with_nothing_lost(tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
     db.close()
+
+
+# ---------------------------------------------------------------------- soft budgets
+
+
+def test_a_budgeted_suggestion_is_replayed_exactly_after_a_restart(tmp_path):
+    from dynbo.service import ServiceStore, StudyManager
+
+    path = tmp_path / "s.sqlite"
+    manager = StudyManager(ServiceStore(path), refit=False, checkpoint_every=1000)
+    try:
+        manager.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+        for k in range(8):
+            manager.observe("a", float(np.sin(3 * k)), x=[k / 8], t=float(k))
+        # a budget of a microsecond: the fit and the search are cut at their first checks
+        query = manager.suggest("a", 8.0, budget=1e-6)
+        report = manager.info("a")["diagnostics"]["extra"]["time_budget"]
+        assert report["spent_at"] and report["seconds"] == 1e-6
+        state = manager.policy_state("a")
+    finally:
+        manager.store.close()
+    # a restart without a checkpoint replays the log: the same cuts, the same state
+    manager = StudyManager(ServiceStore(path), refit=False)
+    try:
+        assert manager.info("a")["replay_mismatches"] == 0
+        replayed = manager.policy_state("a")
+        assert_states_equal(
+            {k: v for k, v in state.items() if k != "diagnostics"},
+            {k: v for k, v in replayed.items() if k != "diagnostics"},
+        )
+        assert manager.suggest("a", 8.0)["x"] == query["x"]  # the pending query
+    finally:
+        manager.store.close()
+
+
+def test_a_budget_over_http(tmp_path):
+    with in_process(tmp_path / "s.sqlite", refit=False) as url:
+        client = Client(url, retries=0)
+        client.create_study("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+        for k in range(6):
+            client.observe("a", float(k % 3), x=[k / 6], t=float(k))
+        client.suggest("a", t=6.0, budget=1e-6)
+        diagnostics = client.study("a")["diagnostics"]
+        assert diagnostics["extra"]["time_budget"]["spent_at"]
+        for bad in (0, -1.0):
+            with pytest.raises(ServiceError) as info:
+                client.suggest("a", t=7.0, budget=bad, replace=True)
+            assert info.value.status == 422 and "budget" in str(info.value)

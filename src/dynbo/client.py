@@ -168,16 +168,26 @@ class Client:
         self._request("DELETE", f"/studies/{_quote(name)}")
 
     # ------------------------------------------------------------------ ask / tell
-    def suggest(self, name: str, t: float | None = None, *, replace: bool = False) -> Suggestion:
+    def suggest(
+        self,
+        name: str,
+        t: float | None = None,
+        *,
+        replace: bool = False,
+        budget: float | None = None,
+    ) -> Suggestion:
         """The next query of study ``name`` (``t``: the time now, client clock only).
 
         While a query is pending it is returned again; ``replace=True`` asks afresh (a
         retry after a lost answer then asks afresh once more: the lost query stays
-        answerable).
+        answerable). ``budget``: seconds the policy may compute for this suggestion (its
+        fit and acquisition search stop early and keep what they have).
         """
         body: dict[str, Any] = {"replace": replace}
         if t is not None:
             body["t"] = float(t)
+        if budget is not None:
+            body["budget"] = float(budget)
         answer = self._request("POST", f"/studies/{_quote(name)}/suggest", body)
         return Suggestion(
             query_id=int(answer["query_id"]),

@@ -12,9 +12,15 @@ that set it and to nothing else, so concurrent calls in other threads are unaffe
 and code that never sets one pays one variable lookup per check.
 
 An interrupted call leaves its object part-way (hyperparameters half-fitted, a
-random stream advanced): the caller restores what it saved before (the service keeps
-the policy's ``state_dict``). Only the dependency-free standard library is used, so
-that :mod:`dynbo.validation`-style light imports stay light.
+random stream advanced): ``Policy.suggest`` restores the state it had before the call.
+
+A :class:`Budget` is the soft kind (``Policy.suggest(t, budget=seconds)``): when it is
+spent, the check raises :class:`BudgetSpent`, which the loops that can stop early catch
+and degrade gracefully (the fit keeps the previous hyperparameters, the acquisition
+search returns the best point evaluated so far, a removal loop stops removing). A hard
+:class:`Deadline` raises :class:`DeadlineExceeded`, which nothing catches on the way
+up. Both kinds may be active at once (a budgeted suggest in the service, under its
+time limit). Only the standard library is used, so that light imports stay light.
 """
 
 from __future__ import annotations
@@ -26,7 +32,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["Cancelled", "Deadline", "DeadlineExceeded", "Interrupted", "check", "within"]
+__all__ = [
+    "FIT",
+    "Budget",
+    "BudgetSpent",
+    "Cancelled",
+    "Deadline",
+    "DeadlineExceeded",
+    "Interrupted",
+    "check",
+    "spent",
+    "within",
+]
+
+#: the unit of work a fit checks before (a marginal-likelihood evaluation)
+FIT = "hyperparameter fit"
 
 
 class Interrupted(RuntimeError):
@@ -53,6 +73,14 @@ class DeadlineExceeded(Interrupted):
             elapsed,
         )
         self.budget = budget
+
+
+class BudgetSpent(Interrupted):
+    """A soft :class:`Budget` is spent: stop this loop early and keep what it has."""
+
+    def __init__(self, where: str, elapsed: float, index: int) -> None:
+        super().__init__(f"budget spent in the {where} after {elapsed:.3g} s", where, elapsed)
+        self.index = index
 
 
 class Cancelled(Interrupted):
@@ -99,15 +127,76 @@ class Deadline:
                 raise DeadlineExceeded(where, elapsed, self.seconds)
 
 
-_ACTIVE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
-    "dynbo_deadline", default=None
+@dataclass
+class Budget(Deadline):
+    """A soft time budget for one ``suggest``: spent, its checks raise :class:`BudgetSpent`.
+
+    The fit may use ``fit_share`` of the budget (the rest is left to the cleaning and the
+    acquisition search); the other units of work, the whole of it. Every check is
+    numbered (1, 2, ... in the order the call makes them), and :attr:`spent_at` lists the
+    numbers at which it raised: a call that makes the same checks in the same order
+    (the same policy state, as in a replay from a log) stops at the same places with
+    ``Budget.replay(spent_at)``, whatever the clock says.
+
+    Attributes:
+        seconds: the budget (``None`` only for a replay).
+        fit_share: the fraction of ``seconds`` the hyperparameter fit may use.
+        script: for a replay: the check numbers to raise at (no clock is read).
+        spent_at: the check numbers at which it raised, with ``where`` and elapsed seconds.
+    """
+
+    fit_share: float = 0.5
+    script: tuple[int, ...] | None = None
+    spent_at: list[dict[str, object]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seconds is None and self.script is None:
+            raise ValueError("a budget needs seconds (or, for a replay, a script)")
+        if not 0.0 < self.fit_share <= 1.0:
+            raise ValueError(f"fit_share must be in (0, 1], got {self.fit_share!r}")
+
+    @classmethod
+    def replay(cls, spent_at: list[int] | tuple[int, ...]) -> Budget:
+        """A budget that raises at exactly these check numbers (a recorded call's)."""
+        numbers = tuple(int(i) for i in spent_at)
+        if any(i < 1 for i in numbers):
+            raise ValueError(f"check numbers start at 1, got {list(numbers)}")
+        return cls(seconds=None, script=numbers)
+
+    def check(self, where: str) -> None:
+        self.checks += 1
+        if self.script is not None:
+            due = self.checks in self.script
+        else:
+            assert self.seconds is not None
+            limit = self.seconds * (self.fit_share if where == FIT else 1.0)
+            due = self.elapsed > limit
+        if due:
+            elapsed = self.elapsed
+            self.spent_at.append({"check": self.checks, "where": where, "elapsed": elapsed})
+            raise BudgetSpent(where, elapsed, self.checks)
+
+    def report(self) -> dict[str, object]:
+        """What the budget cut, for a suggestion's diagnostics (JSON-ready)."""
+        return {
+            "seconds": self.seconds,
+            "fit_share": self.fit_share,
+            "checks": self.checks,
+            "spent_at": [dict(s) for s in self.spent_at],
+        }
+
+
+_ACTIVE: contextvars.ContextVar[tuple[Deadline, ...]] = contextvars.ContextVar(
+    "dynbo_deadline", default=()
 )
 
 
 @contextmanager
 def within(deadline: Deadline | None) -> Iterator[Deadline | None]:
-    """Make ``deadline`` the active one for the enclosed code (``None``: no deadline)."""
-    token = _ACTIVE.set(deadline)
+    """Add ``deadline`` to the active ones for the enclosed code; ``None``: run the enclosed
+    code with no deadline at all (e.g. a replay from a log inside a timed request)."""
+    token = _ACTIVE.set(() if deadline is None else (*_ACTIVE.get(), deadline))
     try:
         yield deadline
     finally:
@@ -115,7 +204,16 @@ def within(deadline: Deadline | None) -> Iterator[Deadline | None]:
 
 
 def check(where: str) -> None:
-    """Check the active deadline, if any (see :meth:`Deadline.check`)."""
-    deadline = _ACTIVE.get()
-    if deadline is not None:
+    """Check the active deadlines, outermost first (see :meth:`Deadline.check`)."""
+    for deadline in _ACTIVE.get():
         deadline.check(where)
+
+
+def spent(where: str) -> bool:
+    """:func:`check` for a loop that can stop early: ``True`` when a soft budget is
+    spent (stop and keep what you have); a hard deadline still raises."""
+    try:
+        check(where)
+    except BudgetSpent:
+        return True
+    return False

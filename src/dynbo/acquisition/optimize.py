@@ -122,7 +122,7 @@ def maximize_on_box(
     extra_starts: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
-    record: dict[str, int] | None = None,
+    record: dict[str, Any] | None = None,
 ) -> tuple[torch.Tensor, float]:
     """Maximize ``acquisition`` over ``[0, 1]^dim``.
 
@@ -135,7 +135,9 @@ def maximize_on_box(
         dtype, device: of the points.
         record: if given, receives ``"evaluations"`` (batched acquisition calls of the
             gradient search) and ``"iterations"`` (its L-BFGS-B iterations): an
-            iteration's acquisition time is their product with the cost of one call.
+            iteration's acquisition time is their product with the cost of one call;
+            and ``"budget_cut"`` where a spent :class:`~dynbo.deadline.Budget` stopped
+            the search (then the best point evaluated so far is returned).
 
     Returns:
         ``(x, value)``: the best point ``(dim,)`` found and its acquisition value.
@@ -148,26 +150,32 @@ def maximize_on_box(
     raw = torch.as_tensor(points[: search.raw_samples], dtype=dtype, device=device)
     if extra_starts is not None and extra_starts.numel():
         raw = torch.cat([raw, extra_starts.to(dtype=dtype, device=device).reshape(-1, dim)])
-    with torch.no_grad():
-        raw_values = torch.cat(
-            [_checked(acquisition, raw[i : i + RAW_CHUNK]) for i in range(0, len(raw), RAW_CHUNK)]
-        )
+    raw, raw_values, cut = _evaluate_raw(acquisition, raw)
     order = torch.argsort(raw_values, descending=True)
     starts = raw[order[: search.restarts]]
     best_raw = raw[order[0]].clone()
     best_raw_value = float(raw_values[order[0]])
+    if cut is not None:  # a spent budget: the best raw sample is the answer
+        if record is not None:
+            record.update(evaluations=0, iterations=0, budget_cut=cut)
+        return best_raw, best_raw_value
+    seen = BestSeen(best_raw, best_raw_value)
 
     k = starts.shape[0]
     batched = _batched_lbfgs_b()
     if batched is not None:
-        final, evaluations, iterations = _maximize_per_start(
-            acquisition,
-            starts,
-            search.max_iterations,
-            search.tolerance,
-            batched,
-            best_raw_value if search.prune_trailing else None,
-        )
+        try:
+            final, evaluations, iterations = _maximize_per_start(
+                acquisition,
+                starts,
+                search.max_iterations,
+                search.tolerance,
+                batched,
+                best_raw_value if search.prune_trailing else None,
+                seen,
+            )
+        except deadline.BudgetSpent:
+            return seen.stopped(record)
         if record is not None:
             record.update(evaluations=evaluations, iterations=iterations)
         return _best(acquisition, final, best_raw, best_raw_value)
@@ -176,16 +184,20 @@ def maximize_on_box(
         deadline.check("acquisition search")
         x = torch.tensor(flat, dtype=dtype, device=device).reshape(k, dim)
         values, grad = values_and_gradients(acquisition, x)
+        seen.offer(x, values)
         return -float(values.sum()), -grad.cpu().numpy().reshape(-1).astype(float)
 
-    result = scipy.optimize.minimize(
-        objective,
-        starts.detach().cpu().numpy().reshape(-1),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=[(0.0, 1.0)] * (k * dim),
-        options={"maxiter": search.max_iterations, "ftol": search.tolerance},
-    )
+    try:
+        result = scipy.optimize.minimize(
+            objective,
+            starts.detach().cpu().numpy().reshape(-1),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, 1.0)] * (k * dim),
+            options={"maxiter": search.max_iterations, "ftol": search.tolerance},
+        )
+    except deadline.BudgetSpent:
+        return seen.stopped(record)
     if record is not None:
         record.update(evaluations=int(result.nfev), iterations=int(result.nit))
     final = torch.tensor(result.x, dtype=dtype, device=device).reshape(k, dim).clamp(0.0, 1.0)
@@ -215,10 +227,50 @@ def values_and_gradients(
     return values.detach(), grad
 
 
-def _checked(acquisition: AcquisitionFn, points: torch.Tensor) -> torch.Tensor:
-    """``acquisition(points)`` after checking the active deadline (one batch of work)."""
-    deadline.check("acquisition search")
-    return acquisition(points)
+def _evaluate_raw(
+    acquisition: AcquisitionFn, raw: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, str | None]:
+    """``(points, values, cut)``: the raw sample's values, in chunks of ``RAW_CHUNK``.
+
+    The active deadline is checked before every chunk but the first (a search always
+    has a point to return); a spent budget ends the sample there (``cut`` says how
+    much was evaluated; ``points`` are those evaluated).
+    """
+    values: list[torch.Tensor] = []
+    with torch.no_grad():
+        for i in range(0, len(raw), RAW_CHUNK):
+            if i and deadline.spent("acquisition search"):
+                return raw[:i], torch.cat(values), f"raw samples: {i} of {len(raw)} evaluated"
+            values.append(acquisition(raw[i : i + RAW_CHUNK]))
+    return raw, torch.cat(values), None
+
+
+class BestSeen:
+    """The best point a search has evaluated, for a search stopped by a spent budget.
+
+    Args:
+        point: ``(dim,)`` the best raw sample; value: its acquisition value.
+    """
+
+    def __init__(self, point: torch.Tensor, value: float) -> None:
+        self.point, self.value, self.batches = point, value, 0
+
+    def offer(self, points: torch.Tensor, values: torch.Tensor) -> None:
+        """Take an evaluated batch: ``(m, dim)`` points and their ``(m,)`` values."""
+        self.batches += 1
+        i = int(torch.argmax(values))
+        if float(values[i]) > self.value:
+            self.point, self.value = points[i].detach().clamp(0.0, 1.0).clone(), float(values[i])
+
+    def stopped(self, record: dict[str, Any] | None) -> tuple[torch.Tensor, float]:
+        """``(point, value)`` of the best seen, noting in ``record`` what was cut."""
+        if record is not None:
+            record.update(
+                evaluations=self.batches,
+                iterations=0,
+                budget_cut=f"gradient search stopped after {self.batches} batch(es)",
+            )
+        return self.point, self.value
 
 
 def _best(
@@ -249,6 +301,7 @@ def _maximize_per_start(
     tolerance: float,
     batched: Callable[..., Any],
     prune_below: float | None = None,
+    seen: BestSeen | None = None,
 ) -> tuple[torch.Tensor, int, int]:
     """Run one L-BFGS-B problem per start, evaluating the unconverged starts together.
 
@@ -256,6 +309,7 @@ def _maximize_per_start(
         prune_below: ``None`` runs every start to its own stopping test; a value (the
             best raw sample's) turns on :class:`TrailingStarts` with it as the first
             best value.
+        seen: offered every evaluated batch (what a search stopped by a budget returns).
 
     Returns:
         ``(final, evaluations, iterations)``: ``(k, dim)`` end points, the number of
@@ -271,6 +325,8 @@ def _maximize_per_start(
         calls += 1
         x = torch.as_tensor(flat, dtype=starts.dtype, device=starts.device).reshape(-1, dim)
         values, grad = values_and_gradients(acquisition, x)
+        if seen is not None:
+            seen.offer(x, values)
         negative = -values.cpu().numpy().astype(float)
         if trailing is not None:
             trailing.evaluated(flat, negative, batch_indices)
@@ -389,7 +445,11 @@ def maximize_on_candidates(
     best_index, best_value = -1, -float("inf")
     with torch.no_grad():
         for start in range(0, candidates.shape[0], chunk):
-            values = _checked(acquisition, candidates[start : start + chunk])
+            # the first chunk always runs (there is an answer); a spent budget keeps the
+            # best of the chunks evaluated
+            if start and deadline.spent("acquisition search"):
+                break
+            values = acquisition(candidates[start : start + chunk])
             i = int(torch.argmax(values))
             if float(values[i]) > best_value:
                 best_index, best_value = start + i, float(values[i])
@@ -406,7 +466,7 @@ def maximize_acquisition(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
-    record: dict[str, int] | None = None,
+    record: dict[str, Any] | None = None,
 ) -> torch.Tensor:
     """The maximizer of ``acquisition`` over the unit box or a finite set of points.
 

@@ -195,7 +195,7 @@ class NegativeLogMarginalLikelihood:
         if key in self._memo:
             value, gradient = self._memo[key]
             return value, gradient.copy()
-        deadline.check("hyperparameter fit")
+        deadline.check(deadline.FIT)
         self.evaluations += 1
         try:
             value, gradient = self._evaluate(theta)

@@ -23,6 +23,7 @@ input and raises ``ValueError`` naming the problem *before* changing any state.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import io
@@ -39,12 +40,14 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from dynbo import deadline
 from dynbo.acquisition.latency import DurationTable
 from dynbo.acquisition.optimize import maximize_acquisition
 from dynbo.acquisition.ucb import (
     BetaSchedule,
     UpperConfidenceBound,
 )
+from dynbo.deadline import Budget, BudgetSpent
 from dynbo.models.fit import FitResult, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import (
@@ -63,6 +66,7 @@ from dynbo.validation import (
     finite_number,
     max_abs_target,
     plain_value,
+    positive_number,
     real_array,
 )
 
@@ -349,26 +353,43 @@ class Policy(ABC):
         ``dataset`` and ``config`` are (changing it does not change the policy's state)."""
         return None if self._diagnostics is None else copy.deepcopy(self._diagnostics)
 
-    def suggest(self, t: float) -> Query:
+    def suggest(self, t: float, budget: float | Budget | None = None) -> Query:
         """Run one iteration at time ``t`` and return the next query.
 
         If the iteration fails (e.g. a numerical error in the fit), the policy is restored
         to its state before the call.
 
+        Args:
+            t: the time now.
+            budget: seconds the iteration may take (or a :class:`~dynbo.deadline.Budget`,
+                e.g. ``Budget.replay`` of a recorded one). The fit may use half of it;
+                when spent, the fit keeps the previous hyperparameters, a removal loop
+                stops removing and the acquisition search returns the best point it has
+                evaluated. Each loop stops within one unit of work (a likelihood
+                evaluation, an acquisition batch, a removal) after the budget; the fixed
+                work around them (a factorization, the first acquisition batch) comes on
+                top. ``diagnostics.extra["time_budget"]`` says what was cut.
+
         Raises:
             ValueError: if ``t`` is not a finite real number with ``|t| <= 1e12`` or is
                 earlier than the latest time the policy has seen (previous ``suggest``
-                or ``observe``).
+                or ``observe``), or ``budget`` is not a positive number.
         """
         t = self._validate_time(t)
         self._check_time_order("suggest", t)
+        if budget is not None and not isinstance(budget, Budget):
+            budget = Budget(positive_number("budget", budget))
         snapshot = self._snapshot()
         try:
-            return self._run_iteration(t)
+            with deadline.within(budget) if budget is not None else contextlib.nullcontext():
+                query = self._run_iteration(t)
         except BaseException:
             # a numerical failure (or an interrupt) must not leave half an iteration
             self._restore(snapshot)
             raise
+        if budget is not None:
+            self._diagnostics.extra["time_budget"] = budget.report()
+        return query
 
     def refit(self) -> bool:
         """Fit the hyperparameters now, ahead of the next :meth:`suggest` (optional).
@@ -422,7 +443,12 @@ class Policy(ABC):
         self._prepare(t, diag)
         prepared = _time.perf_counter()
         if self.learn_hyperparameters and self.dataset_size >= self.min_fit_size:
-            diag.fit_evaluations = self._fit_or_reuse(t).evaluations
+            snapshot = self._snapshot()
+            try:
+                diag.fit_evaluations = self._fit_or_reuse(t).evaluations
+            except BudgetSpent:  # the previous hyperparameters, in the data's units
+                self._restore(snapshot)
+                self._restandardize()
         elif self.dataset_size > 0:
             # fixed hyperparameters: only the standardization follows the data
             self._restandardize()
@@ -703,7 +729,7 @@ class Policy(ABC):
         acq = self._acquisition_function(t)
         diag.extra["sigma_multiplier"] = acq.kappa
         searches_time = acq.time_window is not None
-        record: dict[str, int] = {}
+        record: dict[str, Any] = {}
         unit = maximize_acquisition(
             acq,
             self.dim,
@@ -716,6 +742,8 @@ class Policy(ABC):
             record=record,
         )
         diag.acquisition_evaluations = record.get("evaluations", 0)
+        if "budget_cut" in record:
+            diag.extra["acquisition_cut"] = record["budget_cut"]
         query_time = self._query_time(t, acq, unit)
         if searches_time:
             diag.extra["query_time"] = query_time

@@ -132,7 +132,9 @@ class BOLT(Policy):
                 self._gp, present, paper_compat=self.paper_compat
             )
             while self.dataset_size > max(cap, self.min_dataset_size):
-                deadline.check("removal loop")
+                if deadline.spent("removal loop"):
+                    diag.extra["removal_cut"] = f"stopped after {len(removed_times)} removal(s)"
+                    break
                 # the argmin of R_i is the argmin of W_2(GP_D, GP_D\i) (common denominator)
                 index = int(torch.argmin(relevancy.relevancies()))
                 removed_times.append(float(self._t[index]))

@@ -110,7 +110,9 @@ class WDBO(Policy):
                 self._gp, present, paper_compat=self.paper_compat
             )
             while self._budget > 1.0 and self.dataset_size > self.min_dataset_size:
-                deadline.check("removal loop")
+                if deadline.spent("removal loop"):
+                    diag.extra["removal_cut"] = f"stopped after {len(removed_times)} removal(s)"
+                    break
                 values = relevancy.relevancies()
                 index = int(torch.argmin(values))
                 value = float(values[index])

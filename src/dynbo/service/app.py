@@ -11,7 +11,8 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
     GET    /studies/{name}                policy, dataset size, pending query,
                                           hyperparameters, last diagnostics
     DELETE /studies/{name}
-    POST   /studies/{name}/suggest        {t?, replace?} -> {query_id, x, t, additional, repeated}
+    POST   /studies/{name}/suggest        {t?, replace?, budget?} -> {query_id, x, t, additional,
+                                          repeated}
     POST   /studies/{name}/observe        {y, query_id? | x, t?, additional?, key?}
     GET    /studies/{name}/history        every event (?format=csv for CSV)
     GET    /studies/{name}/dataset        the observations the policy keeps
@@ -117,6 +118,12 @@ class SuggestIn(_Body):
     t: float | None = Field(None, description="the time now (client clock only)")
     replace: bool = Field(
         False, description="ask afresh even if a query is pending (default: return it)"
+    )
+    budget: float | None = Field(
+        None,
+        gt=0,
+        description="seconds the suggestion may take: the fit and the acquisition search stop "
+        "early and keep what they have (the diagnostics say what was cut)",
     )
 
 
@@ -408,6 +415,7 @@ def create_app(
                 name,
                 body.t,
                 replace=body.replace,
+                budget=body.budget,
                 heavy=True,
                 cancel=cancel,
             )

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dynbo.deadline import Deadline, DeadlineExceeded, Interrupted, within
+from dynbo.deadline import Budget, Deadline, DeadlineExceeded, Interrupted, within
 from dynbo.policies import Policy, available, make, option_defaults, policy_class
 from dynbo.service.storage import DamagedLog, Event, ServiceStore, StudyRecord, plain
 
@@ -138,6 +138,14 @@ class _Study:
     #: suggests and refits stopped by their deadline or a client that went away
     abandoned: int = 0
     last_abandoned: str | None = None
+
+
+def _logged_budget(event: Event) -> Budget | None:
+    """The budget a logged suggestion ran under, as a replay (``None`` without one)."""
+    report = ((event.diagnostics or {}).get("extra") or {}).get("time_budget")
+    if not report:
+        return None
+    return Budget.replay([int(spent["check"]) for spent in report["spent_at"]])
 
 
 def _check_name(name: Any) -> str:
@@ -429,6 +437,7 @@ class StudyManager:
         *,
         replace: bool = False,
         deadline: Deadline | None = None,
+        budget: float | None = None,
     ) -> dict[str, Any]:
         """The study's next query: ``{"query_id", "x", "t", "additional", "repeated"}``.
 
@@ -441,6 +450,10 @@ class StudyManager:
                 latest time seen).
             deadline: bounds the policy's work (its fit, cleaning and acquisition
                 search; not the wait for the study's lock nor a rebuild from the log).
+            budget: seconds the suggestion may take: a soft budget
+                (``Policy.suggest(t, budget=...)``: the fit and the search stop early
+                and keep what they have); the checks it cut at are logged with the
+                suggestion, so that a replay cuts it at the same places.
 
         Raises:
             Invalid: a missing, extra or non-finite ``t``, or one before the latest time
@@ -465,7 +478,7 @@ class StudyManager:
             start = time.perf_counter()
             try:
                 with within(deadline):
-                    query = policy.suggest(asked)
+                    query = policy.suggest(asked, budget=budget)
             except ValueError as err:
                 raise Invalid(str(err)) from None
             except DeadlineExceeded as err:
@@ -846,7 +859,10 @@ class StudyManager:
             if event.kind == "suggest":
                 assert event.query_id is not None and event.asked_t is not None
                 if replay:
-                    query = policy.suggest(event.asked_t)
+                    # exactly as logged: a budget that cut the suggestion cuts it again
+                    # at the same checks; no deadline of the request that rebuilds it
+                    with within(None):
+                        query = policy.suggest(event.asked_t, budget=_logged_budget(event))
                     if not np.array_equal(np.asarray(query.x, dtype=float), np.asarray(event.x)):
                         mismatches += 1
                 fresh.queries[event.query_id] = QueryRecord(
