@@ -61,11 +61,14 @@ def fill(client: Client, name: str, policy: str, dim: int, n: int, options: dict
         client.observe(name, float(-np.sum((x - 0.5) ** 2)), x=x.tolist(), t=float(k))
 
 
-def timed_suggest(client: Client, name: str, t: float) -> tuple[int, float, str]:
-    """(HTTP status, seconds, error message or '') of one suggest."""
+def timed_suggest(
+    client: Client, name: str, t: float, replace: bool = False
+) -> tuple[int, float, str]:
+    """(HTTP status, seconds, error message or '') of one suggest (``replace``: ask afresh
+    even though a query is pending)."""
     start = time.perf_counter()
     try:
-        client.suggest(name, t=t)
+        client.suggest(name, t=t, replace=replace)
         return 200, time.perf_counter() - start, ""
     except ServiceError as err:
         return err.status, time.perf_counter() - start, str(err)[:300]

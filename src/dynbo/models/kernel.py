@@ -367,11 +367,26 @@ def _squared_distance(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         diff = x1[..., :, None, :] - x2[..., None, :, :]
         return (diff * diff).sum(-1)
     step = max(1, DIFFERENCE_CHUNK_ELEMENTS // per_row)
-    parts = []
+    if torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad):
+        parts = []
+        for start in range(0, rows, step):
+            diff = x1[..., start : start + step, None, :] - x2[..., None, :, :]
+            parts.append((diff * diff).sum(-1))
+        return torch.cat(parts, dim=-2)
+    # Without autograd, one difference buffer serves every chunk: a fresh 32 MiB tensor
+    # per chunk made glibc's allocator grow the heap chunk after chunk (an 8192 x 1000
+    # x 64 raw-sample batch peaked at 8.7 GB of resident memory and ran 15x slower from
+    # page faults) although only one chunk is alive at a time.
+    x1b, x2b = torch.broadcast_tensors(x1[..., :, None, :], x2[..., None, :, :])
+    out = torch.empty(x1b.shape[:-1], dtype=x1b.dtype, device=x1b.device)
+    buffer = torch.empty((*x1b.shape[:-3], step, cols, dim), dtype=x1b.dtype, device=x1b.device)
     for start in range(0, rows, step):
-        diff = x1[..., start : start + step, None, :] - x2[..., None, :, :]
-        parts.append((diff * diff).sum(-1))
-    return torch.cat(parts, dim=-2)
+        stop = min(start + step, rows)
+        diff = buffer[..., : stop - start, :, :]
+        torch.sub(x1b[..., start:stop, :, :], x2b[..., start:stop, :, :], out=diff)
+        diff.mul_(diff)
+        torch.sum(diff, dim=-1, out=out[..., start:stop, :])
+    return out
 
 
 @dataclass(frozen=True)
