@@ -260,3 +260,34 @@ def test_pruning_trailing_starts_keeps_the_maximum_and_saves_calls():
 def test_box_search_checks_prune_trailing():
     with pytest.raises(ValueError, match="prune_trailing"):
         BoxSearch(prune_trailing="yes")
+
+
+def test_raw_batches_shrink_with_the_dataset_so_that_their_matrices_stay_bounded():
+    from dynbo.acquisition.optimize import (
+        RAW_BATCH_ENTRIES,
+        RAW_CHUNK,
+        BoxSearch,
+        maximize_on_box,
+        raw_batch_size,
+    )
+
+    assert raw_batch_size(0) == raw_batch_size(1000) == RAW_CHUNK
+    assert raw_batch_size(4096) == RAW_BATCH_ENTRIES // 4096 == 2048
+    assert raw_batch_size(10**9) == 64
+    sizes = []
+
+    class Acquisition:
+        raw_batch = 1000
+
+        def __call__(self, x):
+            sizes.append(len(x))
+            return -((x - 0.5) ** 2).sum(-1)
+
+    maximize_on_box(
+        Acquisition(),
+        2,
+        search=BoxSearch(raw_samples=2500, restarts=1, max_iterations=1),
+        generator=torch.Generator().manual_seed(0),
+    )
+    # the raw sample in batches of 1000 (a Sobol draw of 2500 points), then the search
+    assert sizes[:3] == [1000, 1000, 500]

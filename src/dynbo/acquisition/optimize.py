@@ -55,8 +55,23 @@ AcquisitionFn = Callable[[torch.Tensor], torch.Tensor]
 #: the largest settings of a box search (a Sobol sample of 2^20 points takes 8 MB per
 #: dimension and is evaluated in chunks of ``RAW_CHUNK``)
 SEARCH_LIMITS = {"raw_samples": 2**20, "restarts": 4096, "max_iterations": 10**6}
-#: raw samples evaluated per acquisition call (bounds the memory of one call)
+#: raw samples evaluated per acquisition call at most (bounds the memory of one call)
 RAW_CHUNK = 8192
+#: entries of one batch's ``(m, n)`` cross-covariance (64 MiB in float64): with ``n``
+#: observations a raw batch has ``2^23 / n`` points (at most ``RAW_CHUNK``, at least 64)
+RAW_BATCH_ENTRIES = 1 << 23
+
+
+def raw_batch_size(n: int) -> int:
+    """Raw samples per acquisition call for a model of ``n`` observations.
+
+    The call's largest arrays are ``(m, n)`` (cross-covariances, solves): ``m`` is chosen
+    so that they hold about ``RAW_BATCH_ENTRIES`` entries, so that a search's memory
+    does not grow with ``raw_samples * n``. Up to ``n = 1024`` this is ``RAW_CHUNK``.
+    """
+    return max(64, min(RAW_CHUNK, RAW_BATCH_ENTRIES // max(int(n), 1)))
+
+
 #: the most dimensions of a box search (defined in :mod:`dynbo.validation`, which the
 #: benchmarks read without loading torch)
 MAX_BOX_DIM = SOBOL_BOX_DIM
@@ -230,18 +245,20 @@ def values_and_gradients(
 def _evaluate_raw(
     acquisition: AcquisitionFn, raw: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, str | None]:
-    """``(points, values, cut)``: the raw sample's values, in chunks of ``RAW_CHUNK``.
+    """``(points, values, cut)``: the raw sample's values, in batches of the acquisition's
+    ``raw_batch`` points (:func:`raw_batch_size`; ``RAW_CHUNK`` if it has none).
 
     The active deadline is checked before every chunk but the first (a search always
     has a point to return); a spent budget ends the sample there (``cut`` says how
     much was evaluated; ``points`` are those evaluated).
     """
     values: list[torch.Tensor] = []
+    batch = int(getattr(acquisition, "raw_batch", RAW_CHUNK))
     with torch.no_grad():
-        for i in range(0, len(raw), RAW_CHUNK):
+        for i in range(0, len(raw), batch):
             if i and deadline.spent("acquisition search"):
                 return raw[:i], torch.cat(values), f"raw samples: {i} of {len(raw)} evaluated"
-            values.append(acquisition(raw[i : i + RAW_CHUNK]))
+            values.append(acquisition(raw[i : i + batch]))
     return raw, torch.cat(values), None
 
 

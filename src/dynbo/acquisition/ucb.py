@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
+from dynbo.acquisition.optimize import raw_batch_size
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.validation import finite_number
 
@@ -421,6 +422,12 @@ class UpperConfidenceBound:
         self.time = time
         self.time_window = time_window
         self.sign = 1.0 if maximize else -1.0
+
+    @property
+    def raw_batch(self) -> int:
+        """Points per batch of a raw-sample evaluation (:func:`raw_batch_size` of the
+        model's dataset size), so that one batch's ``(m, n)`` matrices stay bounded."""
+        return raw_batch_size(int(getattr(self.gp, "n", 0)))
 
     def query_time(self, points: torch.Tensor) -> torch.Tensor:
         """``(m,)`` times of ``(m, d + 1)`` points searched over ``time_window``."""
