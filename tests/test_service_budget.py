@@ -194,7 +194,8 @@ def test_the_cap_over_http(tmp_path):
         assert info.value.status == 409 and "max_dataset_size is 1" in str(info.value)
 
 
-def test_a_version_1_service_store_is_migrated_with_nothing_lost(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_service_store_is_migrated_with_nothing_lost(tmp_path, version):
     import sqlite3
 
     from dynbo import sqlite_files as storage_files
@@ -206,68 +207,26 @@ def test_a_version_1_service_store_is_migrated_with_nothing_lost(tmp_path):
     manager.observe("a", 0.5, x=[0.5], t=0.0)
     query = manager.suggest("a", 1.0)
     manager.store.close()
-    # make it a version-1 store: the studies table without the column (SQLite >= 3.35)
+    # make it a store of that version: without the later columns (SQLite >= 3.35)
     db = sqlite3.connect(path)
-    db.execute("ALTER TABLE studies DROP COLUMN max_dataset_size")
-    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.execute("ALTER TABLE events DROP COLUMN forgets")
+    db.execute("ALTER TABLE events DROP COLUMN reason")
+    if version == 1:
+        db.execute("ALTER TABLE studies DROP COLUMN max_dataset_size")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
     db.commit()
-    assert storage_files._columns(db) == storage_files.schema_columns(storage._OLDER_SCHEMAS[1])
+    old = storage_files.schema_columns(storage._OLDER_SCHEMAS[version])
+    assert storage_files._columns(db) == old
     db.close()
     manager = StudyManager(ServiceStore(path), refit=False)
     try:
         assert manager.info("a")["max_dataset_size"] is None
         assert [e.kind for e in manager.history("a")] == ["observe", "suggest"]
         assert manager.suggest("a", 1.0)["query_id"] == query["query_id"]  # still pending
+        assert manager.forget("a", 1, "a forget needs version 3")["forgets"] == 1
     finally:
         manager.store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert storage_files._columns(db) == storage_files.schema_columns(storage._SCHEMA)
     db.close()
-
-
-# ---------------------------------------------------------------------- soft budgets
-
-
-def test_a_budgeted_suggestion_is_replayed_exactly_after_a_restart(tmp_path):
-    from dynbo.service import ServiceStore, StudyManager
-
-    path = tmp_path / "s.sqlite"
-    manager = StudyManager(ServiceStore(path), refit=False, checkpoint_every=1000)
-    try:
-        manager.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
-        for k in range(8):
-            manager.observe("a", float(np.sin(3 * k)), x=[k / 8], t=float(k))
-        # a budget of a microsecond: the fit and the search are cut at their first checks
-        query = manager.suggest("a", 8.0, budget=1e-6)
-        report = manager.info("a")["diagnostics"]["extra"]["time_budget"]
-        assert report["spent_at"] and report["seconds"] == 1e-6
-        state = manager.policy_state("a")
-    finally:
-        manager.store.close()
-    # a restart without a checkpoint replays the log: the same cuts, the same state
-    manager = StudyManager(ServiceStore(path), refit=False)
-    try:
-        assert manager.info("a")["replay_mismatches"] == 0
-        replayed = manager.policy_state("a")
-        assert_states_equal(
-            {k: v for k, v in state.items() if k != "diagnostics"},
-            {k: v for k, v in replayed.items() if k != "diagnostics"},
-        )
-        assert manager.suggest("a", 8.0)["x"] == query["x"]  # the pending query
-    finally:
-        manager.store.close()
-
-
-def test_a_budget_over_http(tmp_path):
-    with in_process(tmp_path / "s.sqlite", refit=False) as url:
-        client = Client(url, retries=0)
-        client.create_study("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
-        for k in range(6):
-            client.observe("a", float(k % 3), x=[k / 6], t=float(k))
-        client.suggest("a", t=6.0, budget=1e-6)
-        diagnostics = client.study("a")["diagnostics"]
-        assert diagnostics["extra"]["time_budget"]["spent_at"]
-        for bad in (0, -1.0):
-            with pytest.raises(ServiceError) as info:
-                client.suggest("a", t=7.0, budget=bad, replace=True)
-            assert info.value.status == 422 and "budget" in str(info.value)

@@ -236,6 +236,15 @@ class Client:
             ]
         return self._request("POST", f"/studies/{_quote(name)}/observe", body)
 
+    def forget(self, name: str, seq: int, reason: str | None = None) -> dict[str, Any]:
+        """Retract observation event ``seq`` of study ``name`` (its ``"seq"`` in the
+        answer of ``observe``): the policy forgets it and the history keeps a ``forget``
+        event with ``reason``. Retracting it again answers ``"repeated": true``."""
+        path = f"/studies/{_quote(name)}/observations/{int(seq)}"
+        if reason is not None:
+            path += "?" + urllib.parse.urlencode({"reason": reason})
+        return self._request("DELETE", path)
+
     def history(self, name: str, format: str = "json") -> list[dict[str, Any]] | str:  # noqa: A002
         """Every event of the study: a list of dicts, or the CSV text (``format="csv"``)."""
         if format not in ("json", "csv"):

@@ -512,6 +512,40 @@ class Policy(ABC):
                 self._delays.record(size, t - asked)
             self._awaiting = None
 
+    def forget(self, x: Sequence[float] | np.ndarray, t: float, y: float | None = None) -> None:
+        """Remove a kept observation from the dataset and the GP, exactly (O(n^2)).
+
+        The GP loses the observation by the same update a policy's own removal uses;
+        what the policy decided from it before (a reset it triggered, W-DBO's removals
+        and budget, an ET-GP-UCB trigger, hyperparameters fitted with it) stays as it was:
+        only the dataset forgets. The next ``suggest`` refits without it.
+
+        Args:
+            x: ``(d,)`` the observation's point (original units).
+            t: its time.
+            y: its value, to tell apart observations at the same point and time.
+
+        Raises:
+            ValueError: no kept observation matches (never made, or already removed by
+                the policy's own rule or a reset); the policy is left unchanged.
+        """
+        x_arr = self._domain.validate_point(x)
+        t = self._validate_time(t)
+        y = None if y is None else finite_number("y", y)
+        index = self.dataset.find(x_arr, t, y, tolerance=self._domain.tolerance())
+        if index is None:
+            raise ValueError(
+                f"no kept observation at x = {list(map(float, x_arr))}, t = {t}"
+                + ("" if y is None else f", y = {y}")
+                + ": it was never made, or the policy removed it already"
+            )
+        snapshot = self._snapshot()
+        try:
+            self._remove(index)
+        except BaseException:
+            self._restore(snapshot)
+            raise
+
     def observe_additional(
         self,
         x: Sequence[Sequence[float]] | np.ndarray,

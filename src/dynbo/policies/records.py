@@ -51,6 +51,28 @@ class Dataset:
     def __len__(self) -> int:
         return int(self.y.shape[0])
 
+    def find(
+        self,
+        x: np.ndarray,
+        t: float,
+        y: float | None = None,
+        tolerance: np.ndarray | float = 0.0,
+    ) -> int | None:
+        """The index of the newest kept observation at ``x`` ``(d,)`` and time ``t``.
+
+        ``x`` matches within ``tolerance`` (per coordinate, original units; the float32
+        policies round what they keep), ``t`` within ``1e-9`` relative, and ``y``, if
+        given, within ``1e-9`` relative; ``None`` if no kept observation matches.
+        """
+        if len(self) == 0:
+            return None
+        close = np.all(np.abs(self.x - np.asarray(x, dtype=float)) <= tolerance, axis=1)
+        close &= np.abs(self.t - t) <= 1e-9 * max(1.0, abs(t))
+        if y is not None:
+            close &= np.abs(self.y - y) <= 1e-9 * max(1.0, abs(y))
+        matches = np.flatnonzero(close)
+        return None if matches.size == 0 else int(matches[-1])
+
 
 @dataclass
 class Diagnostics:

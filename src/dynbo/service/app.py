@@ -14,6 +14,7 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
     POST   /studies/{name}/suggest        {t?, replace?, budget?} -> {query_id, x, t, additional,
                                           repeated}
     POST   /studies/{name}/observe        {y, query_id? | x, t?, additional?, key?}
+    DELETE /studies/{name}/observations/{seq}?reason=...   retract observation event seq
     GET    /studies/{name}/history        every event (?format=csv for CSV)
     GET    /studies/{name}/dataset        the observations the policy keeps
 
@@ -68,7 +69,13 @@ from dynbo.service.http import (
 )
 from dynbo.service.security import Guard, neutralize_csv_cell
 from dynbo.service.storage import DamagedLog, ServiceStore
-from dynbo.service.studies import MAX_KEY_LENGTH, ServiceError, StudyManager, Unavailable
+from dynbo.service.studies import (
+    MAX_KEY_LENGTH,
+    MAX_REASON_LENGTH,
+    ServiceError,
+    StudyManager,
+    Unavailable,
+)
 
 __all__ = ["DEFAULT_MAX_BODY", "check_token", "create_app", "serve"]
 
@@ -444,6 +451,22 @@ def create_app(
             in_background(name)
         return response
 
+    @app.delete(
+        "/studies/{name}/observations/{seq}",
+        summary="Retract an observation (the policy forgets it; logged with the reason)",
+    )
+    async def forget(
+        name: str,
+        seq: int,
+        reason: str | None = Query(
+            None, max_length=MAX_REASON_LENGTH, description="why (kept in the history)"
+        ),
+    ) -> dict[str, Any]:
+        response = await on_study(name, manager().forget, name, seq, reason)
+        if not response["repeated"]:
+            in_background(name)
+        return response
+
     @app.get("/studies/{name}/history", summary="Every query, observation and diagnostics")
     async def history(
         name: str,
@@ -505,7 +528,8 @@ _CSV_COLUMNS = (
 
 
 def _csv(events: list[Any]) -> str:
-    """One row per event: the columns above, ``x0..x{d-1}``, additional and diagnostics (JSON)."""
+    """One row per event: the columns above, ``x0..x{d-1}``, additional and diagnostics
+    (JSON), and a forget's target and reason."""
     dim = len(events[0].x) if events else 0
     out = io.StringIO()
     # CRLF line ends (RFC 4180): a cell holding a lone carriage return is quoted too
@@ -519,6 +543,8 @@ def _csv(events: list[Any]) -> str:
             "fit_seconds",
             "acquisition_seconds",
             "hyperparameters",
+            "forgets",
+            "reason",
         ]
     )
     for e in events:
@@ -531,6 +557,8 @@ def _csv(events: list[Any]) -> str:
             diag.get("fit_seconds", ""),
             diag.get("acquisition_seconds", ""),
             json.dumps(diag["hyperparameters"]) if diag.get("hyperparameters") else "",
+            "" if e.forgets is None else e.forgets,
+            e.reason or "",
         ]
         # a text cell a spreadsheet would run as a formula is prefixed with ' (numbers
         # stay numbers)

@@ -327,9 +327,14 @@ def dashboard_data(manager: Any) -> list[dict[str, Any]]:
         # an event committed after the summary was read waits for the next refresh
         events = [e for e in events if e.seq <= study["events"]]
         suggests = [e for e in events if e.kind == "suggest"]
-        study["observed"] = [[e.t, e.y] for e in events if e.kind == "observe"]
+        # a retracted observation is not shown; a forget has no time of its own (its t
+        # is the retracted observation's), so the size chart skips it
+        retracted = {e.forgets for e in events if e.kind == "forget"}
+        study["observed"] = [
+            [e.t, e.y] for e in events if e.kind == "observe" and e.seq not in retracted
+        ]
         study["queried"] = [[e.t, *e.x] for e in suggests]
-        study["sizes"] = [[e.t, e.dataset_size] for e in events]
+        study["sizes"] = [[e.t, e.dataset_size] for e in events if e.kind != "forget"]
         study["response"] = [[e.t, e.seconds] for e in suggests]
     return studies
 

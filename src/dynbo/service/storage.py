@@ -34,8 +34,9 @@ from dynbo.sqlite_files import check_store_file, store_path
 
 __all__ = ["DamagedLog", "Event", "ServiceStore", "StudyRecord", "plain"]
 
-#: 2 added ``studies.max_dataset_size`` (a store of version 1 is migrated when opened)
-SCHEMA_VERSION = 2
+#: 2 added ``studies.max_dataset_size``; 3 the ``forget`` events (``events.forgets`` and
+#: ``events.reason``). An older store is migrated when opened.
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,7 +53,7 @@ CREATE TABLE IF NOT EXISTS studies (
 CREATE TABLE IF NOT EXISTS events (
     study TEXT NOT NULL REFERENCES studies(name) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('suggest', 'observe')),
+    kind TEXT NOT NULL CHECK (kind IN ('suggest', 'observe', 'forget')),
     query_id INTEGER,
     asked_t REAL,
     x TEXT NOT NULL,
@@ -65,6 +66,8 @@ CREATE TABLE IF NOT EXISTS events (
     seconds REAL NOT NULL,
     diagnostics TEXT,
     wall REAL NOT NULL,
+    forgets INTEGER,
+    reason TEXT,
     PRIMARY KEY (study, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_key
@@ -76,11 +79,44 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     wall REAL NOT NULL
 );
 """
+
+
 #: the older schemas a store migrates from, and the statements that bring each one up
 #: to the next version (run in the transaction that records the new version)
-_OLDER_SCHEMAS = {1: _SCHEMA.replace(",\n    max_dataset_size INTEGER", "")}
-_MIGRATIONS = {1: ("ALTER TABLE studies ADD COLUMN max_dataset_size INTEGER",)}
-assert _OLDER_SCHEMAS[1] != _SCHEMA
+def _without(schema: str, *parts: str) -> str:
+    for part in parts:
+        assert part in schema, part
+        schema = schema.replace(part, "")
+    return schema
+
+
+_FORGET_PARTS = (", 'forget'", "\n    forgets INTEGER,\n    reason TEXT,")
+_OLDER_SCHEMAS = {
+    2: _without(_SCHEMA, *_FORGET_PARTS),
+    1: _without(_SCHEMA, *_FORGET_PARTS, ",\n    max_dataset_size INTEGER"),
+}
+#: the events table's columns of version 2, in order (what its rebuild copies)
+_EVENT_COLUMNS_V2 = (
+    "study, seq, kind, query_id, asked_t, x, t, y, additional, idempotency_key, response, "
+    "dataset_size, seconds, diagnostics, wall"
+)
+_MIGRATIONS = {
+    1: ("ALTER TABLE studies ADD COLUMN max_dataset_size INTEGER",),
+    # SQLite cannot change a CHECK constraint: the events table is rebuilt (its index is
+    # dropped with the old table and made again by the schema)
+    2: (
+        "ALTER TABLE events RENAME TO events_v2",
+        _SCHEMA[
+            _SCHEMA.index("CREATE TABLE IF NOT EXISTS events") : _SCHEMA.index(
+                "CREATE UNIQUE INDEX"
+            )
+        ]
+        .strip()
+        .rstrip(";"),
+        f"INSERT INTO events ({_EVENT_COLUMNS_V2}) SELECT {_EVENT_COLUMNS_V2} FROM events_v2",
+        "DROP TABLE events_v2",
+    ),
+}
 
 
 def plain(value: Any) -> Any:
@@ -135,11 +171,12 @@ class StudyRecord:
 
 @dataclass(frozen=True)
 class Event:
-    """One logged ``suggest`` or ``observe`` of a study.
+    """One logged ``suggest``, ``observe`` or ``forget`` of a study.
 
     Attributes:
         seq: 1, 2, ... within the study.
-        kind: ``"suggest"`` or ``"observe"``.
+        kind: ``"suggest"``, ``"observe"`` or ``"forget"`` (a retracted observation:
+            ``x``, ``t``, ``y`` are the forgotten observation's).
         query_id: the query returned (suggest) or answered (observe; ``None`` for an
             observation that answers no query).
         asked_t: the time ``suggest`` was called with (``None`` for an observe).
@@ -154,6 +191,8 @@ class Event:
         seconds: wall-clock seconds of the policy call.
         diagnostics: a suggest's ``Diagnostics.as_dict()``.
         wall: Unix time the event was committed.
+        forgets: a forget's target: the ``seq`` of the observe event it retracts.
+        reason: a forget's reason, as the client gave it.
     """
 
     seq: int
@@ -170,6 +209,8 @@ class Event:
     seconds: float
     diagnostics: dict[str, Any] | None
     wall: float
+    forgets: int | None = None
+    reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "response"}
@@ -178,7 +219,7 @@ class Event:
 
 _EVENT_COLUMNS = (
     "seq, kind, query_id, asked_t, x, t, y, additional, idempotency_key, response, "
-    "dataset_size, seconds, diagnostics, wall"
+    "dataset_size, seconds, diagnostics, wall, forgets, reason"
 )
 
 
@@ -220,6 +261,8 @@ def _decode_event(row: Sequence[Any]) -> Event:
         seconds=float(row[11]),
         diagnostics=None if row[12] is None else json.loads(row[12]),
         wall=float(row[13]),
+        forgets=None if row[14] is None else int(row[14]),
+        reason=row[15],
     )
 
 
@@ -341,9 +384,11 @@ class ServiceStore:
         return [_study(r) for r in self._query("SELECT * FROM studies ORDER BY created_at, name")]
 
     def summaries(self) -> dict[str, dict[str, Any]]:
-        """Per study: counts of suggestions and observations, the last dataset size."""
+        """Per study: counts of suggestions, observations and forgotten observations, the
+        last dataset size."""
         rows = self._query(
             "SELECT e.study, SUM(e.kind = 'suggest'), SUM(e.kind = 'observe'), MAX(e.seq), "
+            "SUM(e.kind = 'forget'), "
             "(SELECT dataset_size FROM events WHERE study = e.study ORDER BY seq DESC LIMIT 1) "
             "FROM events AS e GROUP BY e.study"
         )
@@ -352,9 +397,10 @@ class ServiceStore:
                 "suggestions": int(suggestions),
                 "observations": int(observations),
                 "events": int(last),
+                "forgotten": int(forgotten),
                 "dataset_size": int(size),
             }
-            for study, suggestions, observations, last, size in rows
+            for study, suggestions, observations, last, forgotten, size in rows
         }
 
     # ------------------------------------------------------------------ events
@@ -375,6 +421,8 @@ class ServiceStore:
         idempotency_key: str | None = None,
         response: Mapping[str, Any] | None = None,
         diagnostics: Mapping[str, Any] | None = None,
+        forgets: int | None = None,
+        reason: str | None = None,
     ) -> float:
         """Commit one event (one transaction); returns its wall time.
 
@@ -384,7 +432,7 @@ class ServiceStore:
         wall = time.time()
         with self._transaction() as db:
             db.execute(
-                f"INSERT INTO events (study, {_EVENT_COLUMNS}) VALUES ({', '.join('?' * 15)})",
+                f"INSERT INTO events (study, {_EVENT_COLUMNS}) VALUES ({', '.join('?' * 17)})",
                 (
                     study,
                     seq,
@@ -401,6 +449,8 @@ class ServiceStore:
                     seconds,
                     None if diagnostics is None else _dumps(diagnostics),
                     wall,
+                    forgets,
+                    reason,
                 ),
             )
         return wall
@@ -419,6 +469,20 @@ class ServiceStore:
                 (study, after, limit),
             )[::-1]
         return [_event(r, study) for r in rows]
+
+    def event(self, study: str, seq: int) -> Event | None:
+        """The study's event ``seq`` (``None`` if there is none)."""
+        rows = self._query(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE study = ? AND seq = ?", (study, seq)
+        )
+        return _event(rows[0], study) if rows else None
+
+    def forget_of(self, study: str, seq: int) -> Event | None:
+        """The ``forget`` event that retracted observation event ``seq``, if any."""
+        rows = self._query(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE study = ? AND forgets = ?", (study, seq)
+        )
+        return _event(rows[0], study) if rows else None
 
     def event_by_key(self, study: str, key: str) -> Event | None:
         rows = self._query(

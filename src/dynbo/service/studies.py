@@ -53,6 +53,7 @@ CLOCKS = ("wall", "client")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_DIM = 64
 MAX_KEY_LENGTH = 200
+MAX_REASON_LENGTH = 1000
 #: the largest per-study dataset cap a study may ask for (its kernel matrix alone is
 #: ``8 n^2`` bytes: 800 MB at this size)
 MAX_DATASET_SIZE = 10_000
@@ -135,6 +136,8 @@ class _Study:
     replay_mismatches: int = 0
     last_suggest_seconds: float | None = None
     last_refit_seconds: float | None = None
+    #: observations retracted by ``forget``
+    forgotten: int = 0
     #: suggests and refits stopped by their deadline or a client that went away
     abandoned: int = 0
     last_abandoned: str | None = None
@@ -363,7 +366,14 @@ class StudyManager:
         out = []
         for record in self.store.studies():
             counts = summaries.get(
-                record.name, {"suggestions": 0, "observations": 0, "events": 0, "dataset_size": 0}
+                record.name,
+                {
+                    "suggestions": 0,
+                    "observations": 0,
+                    "events": 0,
+                    "forgotten": 0,
+                    "dataset_size": 0,
+                },
             )
             out.append({**record.as_dict(), **counts})
         return out
@@ -387,6 +397,7 @@ class StudyManager:
                 "dataset_size": policy.dataset_size,
                 "suggestions": study.suggestions,
                 "observations": study.observations,
+                "forgotten": study.forgotten,
                 "events": study.seq,
                 "last_time": study.last_time,
                 "pending": None
@@ -670,6 +681,68 @@ class StudyManager:
         finally:
             study.lock.release()
 
+    def forget(self, name: str, seq: int, reason: str | None = None) -> dict[str, Any]:
+        """Retract observation event ``seq``: the policy forgets it (``Policy.forget``) and
+        the log records a ``forget`` event with ``reason``, so that a replay after a crash
+        forgets it again. Idempotent: retracting it again answers the first response with
+        ``"repeated": true``.
+
+        Returns:
+            ``{"study", "seq", "forgets", "x", "t", "y", "reason", "dataset_size",
+            "repeated"}`` (``seq``: the forget event's own number).
+
+        Raises:
+            Invalid: a bad ``seq`` or ``reason``. NotFound: no observation event ``seq``.
+            Conflict: the policy keeps it no more (removed by its own rule or a reset).
+            Nothing changes.
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise Invalid(f"the observation's seq must be a positive integer, got {seq!r}")
+        if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_LENGTH):
+            raise Invalid(f"the reason must be text of at most {MAX_REASON_LENGTH} characters")
+        study = self._loaded(name)
+        try:
+            earlier = self.store.forget_of(name, seq)
+            if earlier is not None and earlier.response is not None:
+                return {**earlier.response, "repeated": True}
+            target = self.store.event(name, seq)
+            if target is None or target.kind != "observe":
+                raise NotFound(f"study {name!r} has no observation event {seq}")
+            policy = study.policy
+            assert policy is not None and target.y is not None
+            start = time.perf_counter()
+            try:
+                policy.forget(np.asarray(target.x), target.t, target.y)
+            except ValueError as err:
+                raise Conflict(f"observation event {seq} of study {name!r}: {err}") from None
+            response = {
+                "study": name,
+                "seq": study.seq + 1,
+                "forgets": seq,
+                "x": target.x,
+                "t": target.t,
+                "y": target.y,
+                "reason": reason,
+                "dataset_size": policy.dataset_size,
+                "repeated": False,
+            }
+            self._commit(
+                study,
+                kind="forget",
+                x=target.x,
+                t=target.t,
+                y=target.y,
+                dataset_size=policy.dataset_size,
+                seconds=time.perf_counter() - start,
+                response=response,
+                forgets=seq,
+                reason=reason,
+            )
+            study.forgotten += 1
+            return response
+        finally:
+            study.lock.release()
+
     def _additional(
         self, additional: Sequence[Mapping[str, Any]] | None, dim: int, default_t: float
     ) -> list[dict[str, Any]]:
@@ -872,6 +945,15 @@ class StudyManager:
                 fresh.pending = event.query_id
                 fresh.last_suggest_seconds = event.seconds
                 times = [event.asked_t]
+            elif event.kind == "forget":
+                if replay:
+                    try:
+                        policy.forget(np.asarray(event.x), event.t, event.y)
+                    except ValueError as err:  # another version removed it already
+                        log.warning("study %r: replayed forget %d: %s", name, event.seq, err)
+                        mismatches += 1
+                fresh.forgotten += 1
+                times = []
             else:
                 assert event.y is not None
                 if replay:
@@ -893,7 +975,8 @@ class StudyManager:
             fresh.seq = event.seq
             if fresh.last_time is not None:
                 times.append(fresh.last_time)
-            fresh.last_time = max(times)
+            if times:
+                fresh.last_time = max(times)
         if mismatches:
             log.warning(
                 "study %r: %d replayed suggestion(s) differ from the logged ones "
@@ -907,6 +990,7 @@ class StudyManager:
             "suggestions",
             "observations",
             "observations_at_checkpoint",
+            "forgotten",
             "queries",
             "pending",
             "last_time",
