@@ -86,6 +86,12 @@ def test_a_suggest_over_the_time_budget_is_503_and_logs_nothing(tmp_path):
         assert client.history("slow") == []
         study = client.study("slow")
         assert study["suggestions"] == 0 and study["abandoned"] == 1
+        # the alarm stream says so (a service alarm: no log event holds it)
+        import urllib.request
+
+        with urllib.request.urlopen(url + "/studies/slow/alarms?poll=0.1&seconds=1") as stream:
+            text = stream.read().decode()
+        assert "event: abandoned" in text and "over the time budget" in text
 
 
 def test_a_client_that_goes_away_cancels_its_suggest(tmp_path):

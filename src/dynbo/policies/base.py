@@ -57,6 +57,7 @@ from dynbo.models.kernel import (
 )
 from dynbo.policies.additional import AdditionalRequests, validate_answers
 from dynbo.policies.early_fit import EarlyFit
+from dynbo.policies.health import HealthMonitor
 from dynbo.policies.options import PolicyOptions
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import capture_state, check_state, read_state_file, restore_state
@@ -292,6 +293,7 @@ class Policy(ABC):
         self._max_abs_target = max_abs_target(self.dtype)
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
+        self._health = HealthMonitor()
         self._x = torch.empty((0, self.dim), dtype=self.dtype)
         self._t = torch.empty((0,), dtype=self.dtype)
         self._y = torch.empty((0,), dtype=self.dtype)
@@ -441,6 +443,10 @@ class Policy(ABC):
         self._asked_size = size_before
         start = _time.perf_counter()
         self._prepare(t, diag)
+        # a new monitor object: the one the snapshot holds stays as it was (a failed
+        # iteration restores the policy's attributes, not the objects they point to)
+        self._health = copy.copy(self._health)
+        health = self._health.before_fit(self)
         prepared = _time.perf_counter()
         if self.learn_hyperparameters and self.dataset_size >= self.min_fit_size:
             snapshot = self._snapshot()
@@ -454,6 +460,9 @@ class Policy(ABC):
             self._restandardize()
         fitted = _time.perf_counter()
         self._clean(t, diag)
+        health += self._health.check(self)
+        if health:
+            diag.extra["health"] = health
         cleaned = _time.perf_counter()
         unit, query_time = self._acquire(t, diag)
         additional = self._additional_queries(t, unit, diag)

@@ -18,6 +18,7 @@ import torch
 
 from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.additional import AdditionalRequests
+from dynbo.policies.health import HealthMonitor
 from dynbo.policies.records import Diagnostics
 from dynbo.validation import optional_number
 
@@ -192,6 +193,7 @@ def capture_state(policy: Policy) -> dict[str, Any]:
         "extra": policy._extra_state(),
         "latency": {"delays": policy._delays.state(), "awaiting": policy._awaiting},
         "additional": policy._requests.state(),
+        "health": policy._health.state(),
     }
 
 
@@ -228,6 +230,8 @@ def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
     policy._awaiting = (
         None if awaiting is None else (float(awaiting[0]), int(awaiting[1]), float(awaiting[2]))
     )
+    # states saved before the health monitor have none: a fresh one
+    policy._health = HealthMonitor.from_state(state.get("health"))
     additional = state.get("additional")
     policy._requests = (
         policy._no_requests()

@@ -15,6 +15,7 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
                                           repeated}
     POST   /studies/{name}/observe        {y, query_id? | x, t?, additional?, key?}
     DELETE /studies/{name}/observations/{seq}?reason=...   retract observation event seq
+    GET    /studies/{name}/alarms         health alarms, a server-sent event stream
     GET    /studies/{name}/history        every event (?format=csv for CSV)
     GET    /studies/{name}/dataset        the observations the policy keeps
 
@@ -52,13 +53,24 @@ from typing import Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dynbo.deadline import Deadline
-from dynbo.service.dashboard import dashboard_data, dashboard_json, render_dashboard
+from dynbo.service.dashboard import (
+    dashboard_data,
+    dashboard_json,
+    health_events,
+    render_dashboard,
+)
 from dynbo.service.http import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -467,6 +479,46 @@ def create_app(
             in_background(name)
         return response
 
+    @app.get(
+        "/studies/{name}/alarms",
+        summary="Health alarms as a server-sent event stream (text/event-stream)",
+    )
+    async def alarms(
+        name: str,
+        request: Request,
+        last_event_id: str | None = Header(None, max_length=100),
+        poll: float = Query(1.0, gt=0, le=60, description="seconds between two looks"),
+        seconds: float = Query(
+            60.0,
+            gt=0,
+            le=3600,
+            description="the stream ends after this long (an EventSource reconnects by "
+            "itself, with Last-Event-ID), so that no stream holds a shutdown",
+        ),
+    ) -> StreamingResponse:
+        await run_in_threadpool(manager().history, name, 1)  # 404 for an unknown study
+        after_seq, after_alarm = _resume(last_event_id, manager().boot)
+
+        async def stream() -> AsyncIterator[str]:
+            nonlocal after_seq, after_alarm
+            yield "retry: 1000\n: dynbo health alarms\n\n"
+            end = asyncio.get_running_loop().time() + seconds
+            while asyncio.get_running_loop().time() < end and not await request.is_disconnected():
+                events = await run_in_threadpool(manager().store.events, name, after_seq)
+                for event in events:
+                    for alarm in health_events(event):
+                        alarm = {"study": name, "seq": event.seq, "t": event.t, **alarm}
+                        yield _sse(f"{event.seq}.{manager().boot}.{after_alarm}", alarm)
+                    after_seq = event.seq
+                for alarm in manager().service_alarms(name, after_alarm):
+                    after_alarm = alarm["id"]
+                    yield _sse(f"{after_seq}.{manager().boot}.{after_alarm}", alarm)
+                await asyncio.sleep(poll)
+
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+        )
+
     @app.get("/studies/{name}/history", summary="Every query, observation and diagnostics")
     async def history(
         name: str,
@@ -482,6 +534,28 @@ def create_app(
         return await on_study(name, manager().dataset, name)
 
     return Guard(app, token, max_body)
+
+
+def _resume(last_event_id: str | None, boot: str) -> tuple[int, int]:
+    """``(log seq, service alarm number)`` to resume an alarm stream after: the
+    ``Last-Event-ID`` a reconnecting client sends (``"<seq>.<boot>.<number>"``); the
+    service alarms start again at 0 when the server restarted since (another ``boot``)."""
+    if not last_event_id:
+        return 0, 0
+    seq, _, rest = last_event_id.partition(".")
+    their_boot, _, number = rest.partition(".")
+    try:
+        after_seq = max(int(seq), 0)
+        after_alarm = max(int(number), 0) if their_boot == boot else 0
+    except ValueError:
+        return 0, 0
+    return after_seq, after_alarm
+
+
+def _sse(event_id: str, alarm: Mapping[str, Any]) -> str:
+    """One server-sent event: ``id``, ``event`` (the alarm's kind) and JSON ``data``."""
+    data = json.dumps(alarm, allow_nan=False, default=str)
+    return f"id: {event_id}\nevent: {alarm['kind']}\ndata: {data}\n\n"
 
 
 async def _set_on_disconnect(request: Request, cancel: threading.Event) -> None:

@@ -10,16 +10,26 @@ Inline JavaScript draws, for every study, four SVG charts against the time ``t``
 as wide as half the study's box (one per row on a narrow window), with axes ticked at
 round numbers: the observations ``y``, the queried points ``x`` (one color per
 coordinate), the dataset size after every event (so that its last value is the one the
-study's header gives) and the response time of each ``suggest``. Every text goes
-through ``textContent``.
+study's header gives) and the response time of each ``suggest``; under the study's
+header, its newest health alarms (``dynbo.policies.health``). Every text goes through
+``textContent``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DEFAULT_REFRESH_SECONDS", "EVENTS_SHOWN", "dashboard_data", "render_dashboard"]
+if TYPE_CHECKING:
+    from dynbo.service.storage import Event
+
+__all__ = [
+    "DEFAULT_REFRESH_SECONDS",
+    "EVENTS_SHOWN",
+    "dashboard_data",
+    "health_events",
+    "render_dashboard",
+]
 
 #: seconds between two refreshes of the page's data (the page's ``?refresh=`` overrides)
 DEFAULT_REFRESH_SECONDS = 5.0
@@ -48,6 +58,7 @@ svg text { font-size: 11px; fill: #444; }
 svg text.title { font-weight: bold; font-size: 12px; fill: #222; }
 .empty { color: #777; font-style: italic; }
 .damaged { color: #b00020; }
+ul.alarms { color: #8a4b00; font-size: .9em; margin: .2em 0 0 0; padding-left: 1.2em; }
 </style>
 </head>
 <body>
@@ -213,6 +224,21 @@ function draw(entry, s) {
   specs.forEach((spec, i) => panel(svgs[i], spec, range));
 }
 
+function alarmList(entry, alarms) {
+  // the newest health alarms, under the study's header (none: no list)
+  let list = entry.box.querySelector("ul.alarms");
+  if (!alarms.length) { if (list) list.remove(); return; }
+  if (!list) {
+    list = document.createElement("ul");
+    list.className = "alarms";
+    entry.box.querySelector("summary").after(list);
+  }
+  list.textContent = "";
+  for (const [t, kind, message] of alarms) {
+    el("li", {"data-kind": kind}, list, "t = " + fmt(t) + ": " + kind + ": " + message);
+  }
+}
+
 function metaText(s) {
   return "policy " + s.policy + ", clock " + s.clock + ", " + s.observations +
     " observations, " + s.suggestions + " suggestions, dataset size " + s.dataset_size;
@@ -269,6 +295,7 @@ function render(studies, force) {
     }
     if (entry.plots.querySelector("p.damaged")) entry.plots.textContent = "";
     draw(entry, s);
+    alarmList(entry, s.alarms || []);
   }
 }
 
@@ -335,8 +362,23 @@ def dashboard_data(manager: Any) -> list[dict[str, Any]]:
         ]
         study["queried"] = [[e.t, *e.x] for e in suggests]
         study["sizes"] = [[e.t, e.dataset_size] for e in events if e.kind != "forget"]
+        study["alarms"] = [
+            [e.t, alarm["kind"], alarm["message"]] for e in events for alarm in health_events(e)
+        ][-ALARMS_SHOWN:]
         study["response"] = [[e.t, e.seconds] for e in suggests]
     return studies
+
+
+#: the newest health alarms a study's panel lists
+ALARMS_SHOWN = 5
+
+
+def health_events(event: Event) -> list[dict[str, Any]]:
+    """The health events a logged suggestion reported (``diagnostics.extra["health"]``)."""
+    if event.kind != "suggest" or not event.diagnostics:
+        return []
+    found = (event.diagnostics.get("extra") or {}).get("health") or []
+    return [a for a in found if isinstance(a, dict) and "kind" in a and "message" in a]
 
 
 def dashboard_json(value: Any) -> str:

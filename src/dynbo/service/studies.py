@@ -24,6 +24,8 @@ import re
 import sqlite3
 import threading
 import time
+import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +56,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_DIM = 64
 MAX_KEY_LENGTH = 200
 MAX_REASON_LENGTH = 1000
+#: service alarms kept in memory (all studies)
+ALARMS_KEPT = 1000
 #: the largest per-study dataset cap a study may ask for (its kernel matrix alone is
 #: ``8 n^2`` bytes: 800 MB at this size)
 MAX_DATASET_SIZE = 10_000
@@ -277,6 +281,12 @@ class StudyManager:
         self._clock = clock
         self._lock = threading.Lock()
         self._studies: dict[str, _Study] = {}
+        # the alarms that no log event holds (a failed fit, abandoned work): kept in
+        # memory, newest ALARMS_KEPT, numbered from 1 in this process (``boot`` tells a
+        # client that resumes a stream that the numbering started again)
+        self._alarms: deque[dict[str, Any]] = deque(maxlen=ALARMS_KEPT)
+        self._alarm_count = 0
+        self.boot = uuid.uuid4().hex[:8]
 
     # ================================================================== studies
     def create(
@@ -496,6 +506,7 @@ class StudyManager:
                 study.last_suggest_seconds = time.perf_counter() - start
                 study.abandoned += 1
                 study.last_abandoned = f"suggest {err}"
+                self.alarm(name, "abandoned", study.last_abandoned)
                 raise Unavailable(
                     f"suggest {err} and was abandoned; nothing changed. The study's options "
                     "(raw_samples, restarts, acquisition_iterations, fit_iterations) or its "
@@ -505,7 +516,11 @@ class StudyManager:
             except Interrupted as err:
                 study.abandoned += 1
                 study.last_abandoned = f"suggest {err}"
+                self.alarm(name, "abandoned", study.last_abandoned)
                 raise Unavailable(f"suggest {err}; nothing changed") from None
+            except Exception as err:  # the policy is restored; the caller gets the error
+                self.alarm(name, "fit_failure", f"suggest failed: {type(err).__name__}: {err}")
+                raise
             seconds = time.perf_counter() - start
             try:
                 additional = np.asarray(getattr(query, "additional", np.empty((0, policy.dim))))
@@ -794,10 +809,35 @@ class StudyManager:
                     study.last_refit_seconds = time.perf_counter() - start
                     study.abandoned += 1
                     study.last_abandoned = f"refit {err}"
+                    self.alarm(name, "abandoned", study.last_abandoned)
                     return done
+                except Exception as err:
+                    self.alarm(name, "fit_failure", f"refit failed: {type(err).__name__}: {err}")
+                    raise
                 if done["refit"]:
                     study.last_refit_seconds = time.perf_counter() - start
         return done
+
+    def alarm(self, name: str, kind: str, message: str) -> None:
+        """Record a service alarm of study ``name`` (see :meth:`service_alarms`)."""
+        with self._lock:
+            self._alarm_count += 1
+            self._alarms.append(
+                {
+                    "id": self._alarm_count,
+                    "study": name,
+                    "kind": kind,
+                    "message": message,
+                    "wall": self._clock(),
+                }
+            )
+
+    def service_alarms(self, name: str, after: int = 0) -> list[dict[str, Any]]:
+        """Study ``name``'s alarms numbered above ``after`` that no log event holds:
+        ``fit_failure`` (a suggest or refit that raised) and ``abandoned`` (work stopped
+        by the time limit or a client that went away)."""
+        with self._lock:
+            return [dict(a) for a in self._alarms if a["id"] > after and a["study"] == name]
 
     def cost(self, name: str) -> float:
         """Seconds of the study's last ``suggest`` or background refit, whichever took
