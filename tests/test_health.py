@@ -100,7 +100,16 @@ def test_the_monitor_state_is_saved_and_an_old_state_without_it_loads():
     assert restored.state_dict()["health"]["tested"] == 0
 
 
-def test_health_alarms_reach_a_server_sent_event_client_and_the_dashboard(tmp_path):
+@pytest.fixture
+def browser(request):
+    """``headless_chromium`` where it is available (``None`` otherwise)."""
+    try:
+        return request.getfixturevalue("headless_chromium")
+    except pytest.skip.Exception:
+        return None
+
+
+def test_health_alarms_reach_a_server_sent_event_client_and_the_dashboard(tmp_path, browser):
     import json
     import urllib.request
 
@@ -148,6 +157,13 @@ def test_health_alarms_reach_a_server_sent_event_client_and_the_dashboard(tmp_pa
             assert b"short_lengthscale" not in stream.read()
         studies = client._request("GET", "/dashboard/data")["studies"]
         assert studies[0]["alarms"][-1][1] == "short_lengthscale"
+        if browser is not None:  # the page lists them, visibly, under the study's header
+            driver = browser(1200, 800)
+            driver.get(url + "/?refresh=0")
+            items = driver.find_elements("css selector", "details.study ul.alarms li")
+            assert items and all(item.is_displayed() for item in items)
+            assert items[-1].get_attribute("data-kind") == "short_lengthscale"
+            assert items[-1].size["height"] > 5
         history = client.history("a")
         assert any(
             a["kind"] == "short_lengthscale" for a in history[-1]["diagnostics"]["extra"]["health"]

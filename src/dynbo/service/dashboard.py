@@ -235,7 +235,10 @@ function alarmList(entry, alarms) {
   }
   list.textContent = "";
   for (const [t, kind, message] of alarms) {
-    el("li", {"data-kind": kind}, list, "t = " + fmt(t) + ": " + kind + ": " + message);
+    const item = document.createElement("li");  // HTML, not el()'s SVG namespace
+    item.dataset.kind = kind;
+    item.textContent = "t = " + fmt(t) + ": " + kind + ": " + message;
+    list.appendChild(item);
   }
 }
 
