@@ -24,7 +24,12 @@ time on their removals by design; the baselines should not), with the medians of
 optimizer step counts and per-step costs against ST-GP-UCB's, which say where the time
 went.
 
+``--device cuda`` puts every policy's model on the GPU (threads stay pinned for the host
+side; each timed ``suggest`` is bracketed by ``torch.cuda.synchronize()``, see
+``wdbo_iteration.py``); the JSON names the device (``device_name``).
+
     python benchmarks/policy_speed.py [--sizes 50 200 800] [--states 5] [--repeats 1]
+        [--device cpu]
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ def state_arguments(description: str, sizes: list[int], states: int) -> argparse
 def main() -> None:
     parser = state_arguments(__doc__.splitlines()[0], [50, 200, 800], 5)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ...")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
@@ -111,7 +117,15 @@ def main() -> None:
         per_policy: dict[str, list[dict]] = {name: [] for name in names}
         for seed in range(args.seed, args.seed + args.states):
             for name in names:
-                row = measure(n - 2, args.dim, args.repeats, seed, name, options_holding(name, n))
+                row = measure(
+                    n - 2,
+                    args.dim,
+                    args.repeats,
+                    seed,
+                    name,
+                    options_holding(name, n),
+                    device=args.device,
+                )
                 per_policy[name].append({"policy": name, "seed": seed, **row})
         for name in names:
             rows.extend(per_policy[name])
@@ -152,7 +166,7 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "policy_speed",
-                **machine_record(args.threads, load_before),
+                **machine_record(args.threads, load_before, args.device),
                 "dim": args.dim,
                 "states": args.states,
                 "repeats": args.repeats,

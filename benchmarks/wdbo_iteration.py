@@ -20,7 +20,15 @@ the minimum and maximum of its repeats, and the JSON records the load average be
 after and the number of CPUs. A load average near or above the CPU count means other
 work shared the cores and the times are upper bounds; rerun on a quiet machine.
 
+``--device cuda`` builds the policy on the GPU (the ``device`` option); the threads stay
+pinned (they drive the host side: the L-BFGS-B searches, the bookkeeping). Each timed
+``suggest`` is then bracketed by ``torch.cuda.synchronize()``: ``suggest_seconds`` is that
+wall time, while the fit/cleaning/acquisition split comes from the policy's own clock
+reads, which a GPU's queued kernels can shift between the phases. The JSON names the
+device (``device_name``: the GPU's name, or the processor).
+
     python benchmarks/wdbo_iteration.py [--sizes 25 50 100 200 400] [--threads 1] [--dim 3]
+        [--device cpu]
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 
 
 def _pin_threads(argv: list[str]) -> int:
@@ -60,13 +69,38 @@ def objective(x: np.ndarray, t: float) -> float:
     return float(np.sin(6 * x[0] + t / 40) * np.cos(4 * x[-1] - t / 60) + 0.5 * x.sum())
 
 
-def machine_record(threads: int, load_before: tuple[float, ...]) -> dict[str, object]:
+def synchronize(device: torch.device | str) -> None:
+    """Wait for the kernels queued on ``device`` (a no-op off CUDA): brackets timed regions."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_name(device: torch.device | str) -> str:
+    """The GPU's name for a CUDA device, else the processor's (what a timing ran on)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:  # Linux names the model there; platform.processor() often says only "x86_64"
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_record(
+    threads: int, load_before: tuple[float, ...], device: torch.device | str = "cpu"
+) -> dict[str, object]:
     """What the JSON of a timing script records of the machine: threads, CPUs, load, versions.
 
     ``load_before`` is ``os.getloadavg()`` taken before the measurements; the load after
-    is read here, when the script reports.
+    is read here, when the script reports. ``device`` is the torch device timed.
     """
     return {
+        "device": str(torch.device(device)),
+        "device_name": device_name(device),
         "threads": threads,
         "cpus": os.cpu_count(),
         "load_average_1_5_15_min_before": [round(v, 2) for v in load_before],
@@ -112,18 +146,27 @@ def measure(
     seed: int,
     policy_name: str = "wdbo",
     options: dict | None = None,
+    device: str | None = None,
 ) -> dict[str, float]:
     """Median seconds of one iteration entering with ``n + 2`` observations (the split too).
 
-    Shared with ``policy_speed.py``: ``policy_name`` and ``options`` choose the policy.
+    Shared with ``policy_speed.py``: ``policy_name`` and ``options`` choose the policy,
+    ``device`` (default: the policy's, the CPU) where its model lives.
     """
+    if device is not None:
+        options = {**(options or {}), "device": device}
     state = prepared_state(n, dim, seed, policy_name, options)
     rows = []
+    walls = []
     for _ in range(repeats + 1):
         # every repeat starts from the same state (exact round trip): same n, same budget
         clone = Policy.from_state_dict(state)
         size = clone.dataset_size  # entering the timed iteration
+        synchronize(clone.device)
+        start = time.perf_counter()
         clone.suggest(602.0)
+        synchronize(clone.device)
+        walls.append(time.perf_counter() - start)
         d = clone.diagnostics
         rows.append(
             (
@@ -136,6 +179,7 @@ def measure(
             )
         )
     rows = rows[1:]  # the first repeat is the warm-up (allocator, caches, lazy imports)
+    walls = walls[1:]
     fit, acq, clean, removed, fit_evals, acq_evals = (list(col) for col in zip(*rows))
     total = [a + b + c for a, b, c in zip(fit, acq, clean)]
     return {
@@ -146,6 +190,8 @@ def measure(
         "iteration_seconds": statistics.median(total),
         "iteration_seconds_min": min(total),
         "iteration_seconds_max": max(total),
+        # the whole call, synchronized on a GPU (the split above is the policy's clock)
+        "suggest_seconds": statistics.median(walls),
         "repeats": repeats,
         "removed": int(removed[0]),
         # the same state every repeat: the optimizers take the same steps each time
@@ -167,11 +213,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ...")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
     load_before = os.getloadavg()
-    results = [measure(n - 2, args.dim, args.repeats, args.seed) for n in args.sizes]
+    results = [
+        measure(n - 2, args.dim, args.repeats, args.seed, device=args.device) for n in args.sizes
+    ]
     for row in results:
         if row["n"] in AUTHORS_SECONDS:
             row["authors_wdbo_algo_seconds"] = AUTHORS_SECONDS[row["n"]]
@@ -181,7 +230,7 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "wdbo_iteration",
-                **machine_record(args.threads, load_before),
+                **machine_record(args.threads, load_before, args.device),
                 "dim": args.dim,
                 "results": results,
                 "targets": None

@@ -1,0 +1,161 @@
+"""Every policy and the relevancy criterion on CUDA against the CPU (skipped without CUDA),
+and ``benchmarks/gpu.py`` end to end on the CPU (issue 27, item 3)."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dynbo.models import Hyperparameters, KernelSpec, SpatioTemporalGP
+from dynbo.policies import available, make, policy_class
+from dynbo.relevancy import WassersteinRelevancy
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+BOUNDS = [[0.0, 0.0], [1.0, 1.0]]
+#: a small acquisition search: the test compares devices, not the search
+SEARCH = {"raw_samples": 64, "restarts": 2, "acquisition_iterations": 50}
+#: L-BFGS-B stops on a relative improvement, so float64 sums taken in another order (a
+#: GPU's reductions) can stop it one step earlier or later: queries agree to about the
+#: last step's length, not to the last digit (unit box, where a step near an optimum is
+#: well below 1e-3)
+QUERY_TOLERANCE = 1e-3
+#: relevancies of a well-conditioned GP (noise 1e-2 of a unit outputscale, n = 150)
+RELEVANCY_TOLERANCE = 1e-10
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def drifting(x: np.ndarray, t: float) -> float:
+    return float(np.sin(6 * x[0] + t / 4) * np.cos(4 * x[1] - t / 6) + 0.5 * x.sum())
+
+
+def run_side_by_side(name: str, device: str, steps: int = 4) -> list[tuple[np.ndarray, ...]]:
+    """``(CPU query, device query)`` of each step of policy ``name``, both told the same data.
+
+    Both copies observe the same five warm-up points; each step asks both for a query at
+    the same time, and both observe the CPU query's value at its point (the device copy
+    at its own point, so that a query differing in the last digits is still its own
+    request), so that a difference cannot compound through the data.
+    """
+    options = dict(SEARCH)
+    if policy_class(name).known_noise:  # UI-TVBO is told the noise variance of y
+        options["noise_variance"] = 0.01
+    on_cpu = make(name, bounds=BOUNDS, seed=0, device="cpu", **options)
+    on_device = make(name, bounds=BOUNDS, seed=0, device=device, **options)
+    rng = np.random.default_rng(0)
+    for k in range(5):
+        x = rng.uniform(0.0, 1.0, 2)
+        for policy in (on_cpu, on_device):
+            policy.observe(x, float(k), drifting(x, float(k)))
+    pairs = []
+    t = 5.0
+    for _ in range(steps):
+        a, b = on_cpu.suggest(t), on_device.suggest(t)
+        pairs.append((a.x, b.x, np.array([a.t]), np.array([b.t])))
+        at = max(a.t, t) + 0.5
+        y = drifting(a.x, at)
+        on_cpu.observe(a.x, at, y)
+        on_device.observe(b.x, at, y)
+        if len(a.additional):  # SparQ's fresh evaluations of past points
+            pairs.append((a.additional, b.additional))
+            values = [drifting(x, at) for x in a.additional]
+            on_cpu.observe_additional(a.additional, at, values)
+            on_device.observe_additional(b.additional, at, values)
+        t = at + 0.5
+    return pairs
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", available())
+def test_every_policy_suggests_on_cuda_what_it_suggests_on_the_cpu(name):
+    for cpu_side, cuda_side, *times in run_side_by_side(name, "cuda"):
+        assert cpu_side.shape == cuda_side.shape
+        np.testing.assert_allclose(cuda_side, cpu_side, rtol=0, atol=QUERY_TOLERANCE)
+        if times:
+            np.testing.assert_allclose(times[1], times[0], rtol=1e-9)
+
+
+@requires_cuda
+def test_a_policy_on_cuda_keeps_its_model_there_and_its_state_loads_on_the_cpu():
+    policy = make("wdbo", bounds=BOUNDS, seed=0, device="cuda", **SEARCH)
+    rng = np.random.default_rng(1)
+    for k in range(6):
+        x = rng.uniform(0.0, 1.0, 2)
+        policy.observe(x, float(k), drifting(x, float(k)))
+    policy.suggest(6.0)
+    assert policy.model.cholesky_factor.device.type == "cuda"
+    state = policy.state_dict()
+    assert all(v.device.type == "cpu" for v in state["gp"].values() if torch.is_tensor(v))
+    on_cpu = type(policy).from_state_dict({**state, "config": {**state["config"], "device": "cpu"}})
+    points = rng.uniform(0.0, 1.0, (32, 2))
+    mean_cuda, var_cuda = policy.predict(points, 6.0)
+    mean_cpu, var_cpu = on_cpu.predict(points, 6.0)
+    np.testing.assert_allclose(mean_cuda, mean_cpu, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(var_cuda, var_cpu, rtol=1e-10)
+
+
+def relevancy_gp(device: str, n: int = 150) -> SpatioTemporalGP:
+    g = torch.Generator().manual_seed(7)
+    x = torch.rand(n, 2, generator=g, dtype=torch.float64)
+    t = torch.sort(torch.rand(n, generator=g, dtype=torch.float64) * 600.0).values
+    y = torch.sin(6 * x[:, 0]) * torch.cos(t / 60) + 0.1 * torch.randn(
+        n, generator=g, dtype=torch.float64
+    )
+    hyper = Hyperparameters(
+        outputscale=1.0, lengthscale_space=(0.3,), lengthscale_time=60.0, noise=0.01
+    )
+    gp = SpatioTemporalGP(KernelSpec(dim=2), hyper, device=device)
+    gp.set_data(torch.cat([x, t[:, None]], 1), y)
+    return gp
+
+
+@requires_cuda
+@pytest.mark.parametrize("paper_compat", [False, True])
+def test_relevancies_on_cuda_equal_those_on_the_cpu(paper_compat):
+    on_cpu = WassersteinRelevancy.from_gp(relevancy_gp("cpu"), 600.0, paper_compat=paper_compat)
+    on_cuda = WassersteinRelevancy.from_gp(relevancy_gp("cuda"), 600.0, paper_compat=paper_compat)
+    for _ in range(4):  # fresh, then after removals (the rank-one updates)
+        reference, values = on_cpu.relevancies(), on_cuda.relevancies()
+        assert values.device.type == "cuda"
+        relative = ((values.cpu() - reference).abs() / reference.abs()).max()
+        assert float(relative) <= RELEVANCY_TOLERANCE
+        least = int(torch.argmin(reference))
+        assert int(torch.argmin(values)) == least
+        on_cpu.remove(least)
+        on_cuda.remove(least)
+
+
+def test_the_gpu_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
+    out = tmp_path / "gpu.json"
+    result = subprocess.run(
+        [
+            sys.executable, "benchmarks/gpu.py", "--device", "cpu", "--sizes", "20",
+            "--repeats", "1", "--out", str(out),
+        ],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert json.loads(out.read_text()) == report
+    assert report["benchmark"] == "gpu" and report["device"] == "cpu"
+    assert {"device_name", "cpu_name", "dtype", "hyperparameters", "elapsed_seconds"} <= set(report)
+    [size] = report["sizes"]
+    assert size["n"] == 20
+    kinds = {"wdbo", "bolt", "st-gp-ucb", "relevancies"}
+    for side in ("on_device", "on_cpu_1_thread"):
+        assert set(size[side]) == kinds
+        for row in size[side].values():
+            assert row["repeats"] == 1 and row["seconds"] > 0 and row["n"] <= 20
+    assert set(size["speedup"]) == kinds
+    agreement = size["agreement"]
+    for name in ("wdbo", "bolt", "st-gp-ucb"):
+        # the same device twice: the same numbers
+        assert agreement[name]["posterior_mean_max_rel_diff"] < 1e-12
+        assert agreement[name]["posterior_variance_max_rel_diff"] < 1e-12
+        assert agreement["query_max_abs_diff"][name] < 1e-6
+    assert agreement["relevancies"]["max_rel_diff"] < 1e-12
+    assert all(math.isfinite(v) for v in size["prepare_seconds"].values())
