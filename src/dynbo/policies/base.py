@@ -43,6 +43,7 @@ import torch
 from dynbo import deadline
 from dynbo.acquisition.latency import DurationTable
 from dynbo.acquisition.optimize import maximize_acquisition
+from dynbo.acquisition.pending import with_pending
 from dynbo.acquisition.ucb import (
     BetaSchedule,
     UpperConfidenceBound,
@@ -70,6 +71,9 @@ from dynbo.validation import (
     positive_number,
     real_array,
 )
+
+#: the most queries one ``suggest_batch`` returns
+MAX_BATCH = 64
 
 __all__ = [
     "Query",
@@ -294,6 +298,8 @@ class Policy(ABC):
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(self.seed)
         self._health = HealthMonitor()
+        # queries returned and not answered yet: ((d,) point in original units, time)
+        self._pending: tuple[tuple[np.ndarray, float], ...] = ()
         self._x = torch.empty((0, self.dim), dtype=self.dtype)
         self._t = torch.empty((0,), dtype=self.dtype)
         self._y = torch.empty((0,), dtype=self.dtype)
@@ -479,9 +485,9 @@ class Policy(ABC):
         self._diagnostics = diag
         diag.additional_queries = len(additional)
         self._requests = AdditionalRequests(additional, self._domain.tolerance())
-        return Query(
-            x=self._domain.point_from_unit(unit), t=float(query_time), additional=additional.copy()
-        )
+        point = self._domain.point_from_unit(unit)
+        self._pending = (*self._pending, (point.copy(), float(query_time)))
+        return Query(x=point, t=float(query_time), additional=additional.copy())
 
     def observe(self, x: Sequence[float] | np.ndarray, t: float, y: float) -> None:
         """Add the observation ``y = f(x, t) + noise``.
@@ -512,6 +518,7 @@ class Policy(ABC):
         if self._first_time is None:
             self._first_time = t
         self._last_observe_time = t
+        self._pending = self._without_pending(x_arr)
         if self._awaiting is not None:
             asked, size, wanted = self._awaiting
             # a query for a later time (ABO) that was answered then says nothing of
@@ -520,6 +527,55 @@ class Policy(ABC):
             if wanted <= asked or t > wanted:
                 self._delays.record(size, t - asked)
             self._awaiting = None
+
+    @property
+    def pending(self) -> list[tuple[np.ndarray, float]]:
+        """The queries returned and not answered yet, oldest first: ``((d,) x, t)`` copies.
+
+        The next ``suggest`` accounts for them (GP-BUCB's hallucinated observations,
+        :mod:`dynbo.acquisition.pending`); an ``observe`` at a pending query's point
+        answers it (the oldest one there).
+        """
+        return [(x.copy(), t) for x, t in self._pending]
+
+    def cancel_pending(self, x: Sequence[float] | np.ndarray | None = None) -> int:
+        """Stop accounting for the pending query at ``x`` (the oldest there), or for every
+        pending query (``x=None``): a device that will never answer. Returns how many."""
+        if x is None:
+            count, self._pending = len(self._pending), ()
+            return count
+        before = len(self._pending)
+        self._pending = self._without_pending(self._domain.validate_point(x))
+        return before - len(self._pending)
+
+    def suggest_batch(self, t: float, q: int, budget: float | None = None) -> list[Query]:
+        """``q`` queries at time ``t`` for ``q`` devices: each :meth:`suggest` accounts for
+        the ones before it (and for any query still pending), so that they differ.
+
+        Args:
+            q: 1 to ``MAX_BATCH`` queries.
+            budget: seconds for each suggestion (see :meth:`suggest`).
+        """
+        if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_BATCH:
+            raise ValueError(f"q must be an integer from 1 to {MAX_BATCH}, got {q!r}")
+        return [self.suggest(t, budget=budget) for _ in range(q)]
+
+    def _without_pending(
+        self, x: np.ndarray | torch.Tensor
+    ) -> tuple[tuple[np.ndarray, float], ...]:
+        """The pending queries but the oldest at ``x`` (within the domain's tolerance)."""
+        x = np.asarray(torch.as_tensor(x).detach().cpu(), dtype=float)
+        tolerance = self._domain.tolerance()
+        for i, (point, _) in enumerate(self._pending):
+            if np.all(np.abs(point - x) <= tolerance):
+                return self._pending[:i] + self._pending[i + 1 :]
+        return self._pending
+
+    def _pending_inputs(self) -> torch.Tensor:
+        """``(k, input_dim)`` GP inputs of the pending queries."""
+        points = torch.as_tensor(np.stack([x for x, _ in self._pending]), dtype=self.dtype)
+        times = torch.tensor([self._time_coordinate(t) for _, t in self._pending], dtype=self.dtype)
+        return self._gp_inputs(self._domain.to_unit(points), times).to(self.device)
 
     def forget(self, x: Sequence[float] | np.ndarray, t: float, y: float | None = None) -> None:
         """Remove a kept observation from the dataset and the GP, exactly (O(n^2)).
@@ -770,6 +826,8 @@ class Policy(ABC):
     def _acquire(self, t: float, diag: Diagnostics) -> tuple[torch.Tensor, float]:
         """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
         acq = self._acquisition_function(t)
+        if self._pending and with_pending(acq, self._pending_inputs()):
+            diag.extra["pending"] = len(self._pending)
         diag.extra["sigma_multiplier"] = acq.kappa
         searches_time = acq.time_window is not None
         record: dict[str, Any] = {}

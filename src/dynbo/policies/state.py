@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from dynbo.acquisition.latency import DurationTable
@@ -194,6 +195,7 @@ def capture_state(policy: Policy) -> dict[str, Any]:
         "latency": {"delays": policy._delays.state(), "awaiting": policy._awaiting},
         "additional": policy._requests.state(),
         "health": policy._health.state(),
+        "pending": [[x.tolist(), t] for x, t in policy._pending],
     }
 
 
@@ -232,6 +234,11 @@ def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
     )
     # states saved before the health monitor have none: a fresh one
     policy._health = HealthMonitor.from_state(state.get("health"))
+    # states saved before pending queries were tracked have none
+    policy._pending = tuple(
+        (np.asarray(policy._domain.validate_point(x).cpu(), dtype=float), float(t))
+        for x, t in state.get("pending") or ()
+    )
     additional = state.get("additional")
     policy._requests = (
         policy._no_requests()
