@@ -102,7 +102,8 @@ class Deadline:
 
     seconds: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
-    clock: object = time.monotonic
+    # a factory, so that the class has no function attribute named clock
+    clock: object = field(default_factory=lambda: time.monotonic)
     started: float = field(init=False)
     checks: int = field(init=False, default=0)
 
