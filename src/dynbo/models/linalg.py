@@ -14,6 +14,7 @@ All functions work on any torch device and dtype (float64 recommended).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import torch
 
@@ -186,4 +187,47 @@ def cholesky_delete(factor: torch.Tensor, index: int) -> torch.Tensor:
         out[index:, index:] = cholesky_rank_one_update(
             factor[index + 1 :, index + 1 :], factor[index + 1 :, index]
         )
+    return out
+
+
+def cholesky_delete_rows(factor: torch.Tensor, rows: Sequence[int]) -> torch.Tensor | None:
+    """Factor of ``A`` without several rows/columns, by one refactorization of a block.
+
+    With ``f`` the first removed row, the kept rows keep their first ``f`` columns (the
+    leading block and the rows below it do not depend on later rows); the trailing
+    block is the factor of ``T T^T``, ``T`` the kept rows of ``L[f:, f:]`` (it is the
+    Schur complement of the leading block in ``A`` without the removed rows). The
+    result is the factor of the same matrix as ``len(rows)`` calls of
+    :func:`cholesky_delete`, to rounding, in O(m^2 (n - f)) for ``m`` kept rows after
+    ``f``: one matrix product and one Cholesky factorization instead of one rank-one
+    update of about ten memory passes per row.
+
+    Args:
+        factor: ``(n, n)`` lower factor.
+        rows: distinct rows to remove, ``0 <= row < n``, any order.
+
+    Returns:
+        ``(n - k, n - k)`` lower factor, or ``None`` when the trailing block is not
+        numerically positive definite (then delete the rows one at a time).
+    """
+    n = factor.shape[0]
+    removed = set(rows)
+    if len(removed) != len(rows) or not all(0 <= r < n for r in removed):
+        raise IndexError(f"rows must be distinct and in [0, {n}), got {list(rows)}")
+    if not removed:
+        return factor.clone()
+    first = min(removed)
+    tail = torch.tensor(
+        [i for i in range(first + 1, n) if i not in removed], dtype=torch.long, device=factor.device
+    )
+    kept = n - len(removed)
+    out = factor.new_zeros((kept, kept))
+    out[:first, :first] = factor[:first, :first]
+    block = factor.index_select(0, tail)
+    out[first:, :first] = block[:, :first]
+    trailing = block[:, first:]
+    lower, info = torch.linalg.cholesky_ex(trailing @ trailing.T)
+    if int(info) != 0:
+        return None
+    out[first:, first:] = lower
     return out

@@ -21,11 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
-from dynbo import deadline
 from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.removal import remove_least_relevant
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.theory import max_dataset_size
 from dynbo.validation import at_most, boolean, count, optional_number, positive_int
@@ -61,6 +60,8 @@ class BOLT(Policy):
         "Time-Varying Bayesian Optimization Algorithms, Algorithm 1 and eq. 9"
     )
     models_time = True
+    #: see :attr:`dynbo.policies.wdbo.WDBO.batched_removals`
+    batched_removals = True
 
     def __init__(
         self,
@@ -131,17 +132,18 @@ class BOLT(Policy):
             relevancy = WassersteinRelevancy.from_gp(
                 self._gp, present, paper_compat=self.paper_compat
             )
-            while self.dataset_size > max(cap, self.min_dataset_size):
-                if deadline.spent("removal loop"):
-                    diag.extra["removal_cut"] = f"stopped after {len(removed_times)} removal(s)"
-                    break
-                # the argmin of R_i is the argmin of W_2(GP_D, GP_D\i) (common denominator)
-                index = int(torch.argmin(relevancy.relevancies()))
-                removed_times.append(float(self._t[index]))
-                relevancy.remove(index)
-                self._remove(index)
-                if not self.remove_until_cap:
-                    break
+            # the argmin of R_i is the argmin of W_2(GP_D, GP_D\i) (common denominator);
+            # no budget: the loop removes `limit` observations unless a deadline stops it
+            excess = self.dataset_size - max(cap, self.min_dataset_size)
+            outcome = remove_least_relevant(
+                self,
+                relevancy,
+                limit=excess if self.remove_until_cap else 1,
+                batched=self.batched_removals,
+            )
+            removed_times = outcome.times
+            if outcome.cut:
+                diag.extra["removal_cut"] = f"stopped after {len(removed_times)} removal(s)"
         diag.removed = len(removed_times)
         diag.extra.update(
             n_star=self._max_size,

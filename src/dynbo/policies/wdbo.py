@@ -11,8 +11,10 @@ costs a factor ``1 + R_i`` (lines 14-17).
 An iteration of :meth:`suggest` follows the paper's loop in order: hyperparameter fit
 (line 8), removal loop with the current budget (lines 9-20), budget growth for the time
 elapsed since the previous iteration (lines 22-24), acquisition at the present time
-(line 5 of the next pass). Removals use the relevancy module's rank-one updates and the
-GP's O(n^2) downdate; nothing is refit inside the loop.
+(line 5 of the next pass). The removal loop makes the paper's choices in batches
+(:mod:`dynbo.policies.removal`: cheap updates of the relevancies after each removal, one
+rank-k update of the criterion per batch, the GP downdated once at the end); nothing is
+refit inside the loop.
 
 When the relevancies are scored differs from the paper by default. In Algorithm 1 the
 removal loop of iteration ``k`` runs right after the observation at ``t_k`` and scores
@@ -30,10 +32,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
-from dynbo import deadline
 from dynbo.policies.base import Diagnostics, Policy, register
+from dynbo.policies.removal import remove_least_relevant
 from dynbo.policies.tunables import Tunable
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.validation import boolean, finite_number, optional_number, positive_int
@@ -68,6 +68,9 @@ class WDBO(Policy):
         "in Dynamic Bayesian Optimization, Algorithm 1"
     )
     models_time = True
+    #: removals in batches (exact choices, :mod:`dynbo.policies.removal`); ``False``: the
+    #: paper's loop one removal at a time, the reference the batches are tested against
+    batched_removals = True
     #: the budget growth ``alpha`` around the paper's 0.25
     tunables = {**Policy.tunables, "alpha": Tunable(0.025, 2.5, log=True)}
 
@@ -109,20 +112,17 @@ class WDBO(Policy):
             relevancy = WassersteinRelevancy.from_gp(
                 self._gp, present, paper_compat=self.paper_compat
             )
-            while self._budget > 1.0 and self.dataset_size > self.min_dataset_size:
-                if deadline.spent("removal loop"):
-                    diag.extra["removal_cut"] = f"stopped after {len(removed_times)} removal(s)"
-                    break
-                values = relevancy.relevancies()
-                index = int(torch.argmin(values))
-                value = float(values[index])
-                if not self._budget > 1.0 + value:
-                    break
-                removed_times.append(float(self._t[index]))
-                relevancies_removed.append(value)
-                relevancy.remove(index)
-                self._remove(index)
-                self._budget /= 1.0 + value
+            outcome = remove_least_relevant(
+                self,
+                relevancy,
+                limit=self.dataset_size - self.min_dataset_size,
+                budget=self._budget,
+                batched=self.batched_removals,
+            )
+            removed_times, relevancies_removed = outcome.times, outcome.relevancies
+            self._budget = outcome.budget
+            if outcome.cut:
+                diag.extra["removal_cut"] = f"stopped after {len(removed_times)} removal(s)"
         lengthscale_time = self._gp.hyperparameters.lengthscale_time
         assert lengthscale_time is not None
         if self._previous_time is not None:

@@ -20,16 +20,22 @@ kept in :mod:`dynbo.relevancy.reference` and the tests check that both agree). W
 Cost: one ``cholesky_inverse`` of the GP's factor, one ``(n, n)`` matrix product
 ``Q = C P`` and O(n^2) elementwise work, instead of n dense solves of size n - 1.
 After a removal every quantity is updated by rank-one terms in O(n^2)
-(:meth:`WassersteinRelevancy.remove`).
+(:meth:`WassersteinRelevancy.remove`); W-DBO's removal loop makes the same choices in
+batches, O(n) of vector updates and one matrix-vector product per removal and one rank-k
+update per batch (:meth:`WassersteinRelevancy.remove_least_relevant`).
 """
 
 from __future__ import annotations
 
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from scipy.linalg.blas import dger as _dger
+from scipy.linalg.blas import dger, sger
 
 from dynbo.kernels import FamilyLike
 from dynbo.models.kernel import Hyperparameters, KernelSpec
@@ -44,6 +50,7 @@ if TYPE_CHECKING:
     from dynbo.models.gp import SpatioTemporalGP
 
 __all__ = [
+    "Removals",
     "convolution_matrix",
     "wasserstein_terms",
     "wasserstein_relevancies",
@@ -131,6 +138,10 @@ def _terms(
 
 _BLOCK_ROWS = 64
 
+#: BLAS rank-one updates by dtype: a routine of another precision would convert a copy
+#: and leave the matrix as it was (dger on float32 storage did, before this table)
+_GER = {np.float64: dger, np.float32: sger}
+
 #: largest storage (n at the last compaction) for which CPU removals run in NumPy.
 _HOST_MAX_STORAGE = 512
 
@@ -165,6 +176,158 @@ def _normalize(squared: torch.Tensor, normalizer: torch.Tensor) -> torch.Tensor:
     return squared.div(den).sqrt_()
 
 
+@dataclass(frozen=True)
+class Removals:
+    """What :meth:`WassersteinRelevancy.remove_least_relevant` removed, in removal order.
+
+    Attributes:
+        indices: each removed observation's index in the dataset as it was just before
+            its removal (what :meth:`WassersteinRelevancy.remove` and
+            :meth:`dynbo.models.SpatioTemporalGP.remove` take, one after another).
+        origins: each removed observation's index in the dataset the criterion was
+            built from.
+        relevancies: each one's ``R_i`` (eq. 12, dimensionless) when it was removed.
+        budget: the removal budget left (dimensionless; ``inf`` stays ``inf``).
+        stopped_by: ``"budget"`` (the next least relevant observation costs more than
+            the budget, or the budget is 1 or less), ``"limit"`` (``limit`` removals)
+            or ``"stop"`` (the ``stop`` callback returned ``True``).
+        batches: starting states computed (one O(n^2) pass over ``P`` and ``Q`` each).
+        steps: removals computed, including those a speculative batch computed past
+            the loop's end and discarded.
+    """
+
+    indices: list[int]
+    origins: list[int]
+    relevancies: list[float]
+    budget: float
+    stopped_by: str
+    batches: int
+    steps: int
+
+
+class _RemovalBatch:
+    """Up to ``capacity`` least-relevant removals after one another, from one starting state.
+
+    The state after ``k`` removals ``o_1 .. o_k`` is the starting one minus the rank-one
+    terms of :meth:`WassersteinRelevancy.remove`: ``P_k = P - sum_j u_j u_j^T / pi_j`` and
+    ``Q_k = Q - sum_j q_j u_j^T / pi_j``, with ``u_j = P_{j-1}[:, o_j]``, ``q_j =
+    Q_{j-1}[:, o_j]`` and ``pi_j = P_{j-1}[o_j, o_j]`` (rows of removed observations
+    zeroed). The batch keeps those columns instead of updating the ``(n, n)`` matrices,
+    and updates only what the criterion reads, in O(n) each: ``P_ii``, ``Q_ii``,
+    ``alpha``, ``C alpha`` and ``(P C P)_ii``. A step then reads one column of ``P`` and
+    ``Q``, makes one product ``P q`` (O(n^2) reads) and O(n k) corrections, in a fixed
+    number of tensor operations (29 kernels from the second step on; none of them
+    Python-level O(n) work) and without a host synchronization: it takes its argmin on
+    the device, so that a GPU runs a whole batch before the host reads anything.
+    """
+
+    def __init__(self, relevancy: WassersteinRelevancy, capacity: int) -> None:
+        P, Q = relevancy._P, relevancy._Q
+        n = P.shape[0]
+        self.capacity = capacity
+        self.count = 0
+        self._relevancy = relevancy
+        # the starting state's terms, as _terms computes them: P_ii, Q_ii, alpha, C alpha
+        # and (P C P)_ii = sum_j P_ji Q_ji, over the storage (removed entries are 0)
+        terms = P.new_empty((5, n))
+        terms[0].copy_(P.diagonal())
+        terms[1].copy_(Q.diagonal())
+        terms[2:4].copy_(relevancy._AC)
+        terms[4].copy_(relevancy._storage_column_dots())
+        self._terms = terms
+        self._pii, self._alpha, self._c_alpha, self._pcp = terms[0], terms[2], terms[3], terms[4]
+        self._live = torch.zeros(n, dtype=torch.bool, device=P.device)
+        self._live.index_fill_(0, relevancy._live_index, True)
+        self._infinity = P.new_full((), math.inf)
+        # per step j: u_j and q_j, u_j / pi_j, alpha_{o_j} / pi_j and 1 / pi_j
+        self._columns = P.new_empty((capacity, 2, n))
+        self._scaled = P.new_empty((capacity, n))
+        self._alpha_steps = P.new_empty(capacity)
+        self._inverse_pivots = P.new_empty(capacity)
+        # per step: storage position o_j; W_{o_j}^2 / lambda^2 and W_D^2 / lambda^2
+        self._positions = torch.empty(capacity, dtype=torch.long, device=P.device)
+        self._records = P.new_empty((capacity, 2))
+        on_cpu = P.device.type == "cpu"
+        self._host_records = self._records.numpy() if on_cpu else None
+        self._host_positions = self._positions.numpy() if on_cpu else None
+
+    def step(self) -> None:
+        """One more removal: the least relevant live observation, chosen on the device."""
+        k = self.count
+        n = self._live.shape[0]
+        terms, live = self._terms, self._live
+        pii, alpha, c_alpha, pcp = self._pii, self._alpha, self._c_alpha, self._pcp
+        record = self._records[k]
+        # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11): lambda^2 is common
+        squared = torch.addcmul(pii, alpha, alpha).div_(pii * pii).mul_(pcp.clamp_min(0.0))
+        normalizer = torch.sum(torch.addcmul(terms[1], alpha, c_alpha), 0, True, out=record[1:])
+        # W_D = 0: every relevancy is 0 (_normalize) and the first observation the argmin
+        key = torch.where(live, squared.mul_(normalizer > 0), self._infinity)
+        o = torch.argmin(key, 0, True, out=self._positions[k : k + 1])
+        torch.index_select(squared, 0, o, out=record[:1])
+        # columns o of P_k and Q_k: the starting ones minus the batch's rank-one terms
+        uq = torch.index_select(self._relevancy._PQ, 2, o, out=self._columns[k, :, :, None])
+        uq = uq.view(2, n)
+        if k:
+            weights = self._scaled[:k].index_select(1, o).view(1, k)
+            uq.view(1, 2 * n).addmm_(weights, self._columns[:k].view(k, 2 * n), alpha=-1.0)
+        uq.mul_(live)
+        u, q = uq[0], uq[1]
+        # s = P_k q = (P_k C P_k)[:, o] (its removed entries only meet zeros of u below)
+        s = torch.mv(self._relevancy._P, q)
+        if k:
+            s.addmv_(self._columns[:k, 0].T, torch.mv(self._scaled[:k], q), alpha=-1.0)
+        # P_k[o, o], alpha_o and (P_k C P_k)[o, o] as the terms hold them
+        at_o = terms.index_select(1, o)
+        inverse = torch.reciprocal(at_o[0], out=self._inverse_pivots[k : k + 1])
+        step_alpha = torch.mul(at_o[2], inverse, out=self._alpha_steps[k : k + 1])
+        s_o = at_o[4]
+        u_scaled = torch.mul(u, inverse, out=self._scaled[k])
+        # remove()'s rank-one updates, on the diagonals and vectors only:
+        # P_ii -= u_i^2 / pi, Q_ii -= q_i u_i / pi, [alpha; C alpha] -= [u; q] alpha_o / pi
+        # and (P C P)_ii -= 2 s_i u_i / pi - u_i^2 s_o / pi^2
+        terms[0:2].addcmul_(uq, u_scaled, value=-1.0)
+        terms[2:4].addcmul_(uq, step_alpha, value=-1.0)
+        pcp.addcmul_(u_scaled, torch.addcmul(s, u_scaled, s_o, value=-0.5), value=-2.0)
+        terms.index_fill_(1, o, 0.0)  # exact zeros, as remove() leaves them
+        live.index_fill_(0, o, False)
+        self.count = k + 1
+
+    def records(self) -> list[tuple[int, float, float]]:
+        """``(storage position, W^2 / lambda^2, W_D^2 / lambda^2)`` of each step so far.
+
+        Two device-to-host copies (on a CPU, views: no copy at all).
+        """
+        positions = self._positions[: self.count].tolist()
+        if self._host_records is not None:
+            rows = self._host_records[: self.count].tolist()
+        else:
+            rows = self._records[: self.count].tolist()
+        return [(p, squared, normalizer) for p, (squared, normalizer) in zip(positions, rows)]
+
+    def record(self, step: int) -> tuple[int, float, float]:
+        """:meth:`records` of one step (CPU storage: reads of NumPy views, no tensor operation)."""
+        if self._host_records is None or self._host_positions is None:
+            return self.records()[step]
+        squared, normalizer = self._host_records[step]
+        return int(self._host_positions[step]), float(squared), float(normalizer)
+
+    def commit(self, count: int) -> None:
+        """Apply the first ``count`` steps to the relevancy's storage (a rank-``count`` update)."""
+        if count == 0:
+            return
+        rel = self._relevancy
+        n = self._live.shape[0]
+        columns = self._columns[:count].view(count, 2 * n)
+        # [P; Q] -= [U; Q_c]^T (U / pi): remove()'s count rank-one updates at once
+        rel._PQ.view(2 * n, n).addmm_(columns.T, self._scaled[:count], alpha=-1.0)
+        # [alpha; C alpha] -= [U; Q_c]^T (alpha_o / pi)
+        rel._AC.view(2 * n).addmv_(columns.T, self._alpha_steps[:count], alpha=-1.0)
+        positions = self._positions[:count]
+        rel._PQ.index_fill_(1, positions, 0.0).index_fill_(2, positions, 0.0)
+        rel._AC.index_fill_(1, positions, 0.0)
+
+
 class WassersteinRelevancy:
     """All n relevancies of a dataset, with O(n^2) updates after each removal.
 
@@ -197,12 +360,7 @@ class WassersteinRelevancy:
                 "precision and convolutions must be (n, n) and alpha (n,), got "
                 f"{tuple(precision.shape)}, {tuple(convolutions.shape)}, {tuple(alpha.shape)}"
             )
-        self._setup(
-            precision.clone(memory_format=torch.contiguous_format),
-            alpha.clone(),
-            convolutions.contiguous(),
-            outputscale,
-        )
+        self._setup(precision, alpha, convolutions.contiguous(), outputscale)
 
     def _setup(
         self,
@@ -211,26 +369,50 @@ class WassersteinRelevancy:
         convolutions: torch.Tensor,
         outputscale: float,
     ) -> None:
-        # Takes ownership of `precision` and `alpha`. The removal updates work in place
-        # on this (n, n) storage: removed rows and columns of P and Q and entries of
-        # alpha are zeroed, so sums over the storage are sums over the remaining
-        # observations, and no matrix is copied per removal.
+        # Copies `precision` and `alpha` into its own storage. The removal updates work
+        # in place on this (n, n) storage: removed rows and columns of P and Q and entries
+        # of alpha and C alpha are zeroed, so sums over the storage are sums over the
+        # remaining observations, and no matrix is copied per removal.
         n = precision.shape[0]
-        self._P = precision
-        self._alpha = alpha
         self._C = convolutions
-        self._Q = convolutions @ precision
-        self._c_alpha = convolutions @ alpha
+        self._store(precision, None, alpha, None)
         self._lam2 = float(outputscale) ** 2
         self._live = list(range(n))  # storage positions of the current observations
         self._live_tensor: torch.Tensor | None = None
         self._live_array: np.ndarray | None = None
         self._origin = torch.arange(n, device=precision.device)  # storage -> initial index
+        self._origin_list = list(range(n))  # the same on the host
         self._buffer: torch.Tensor | None = None
         self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
         self._relevancy_cache: torch.Tensor | None = None
         self._host_views: tuple[np.ndarray, ...] | None = None
         self._host: bool | None = None
+
+    def _store(
+        self,
+        precision: torch.Tensor,
+        product: torch.Tensor | None,
+        alpha: torch.Tensor,
+        c_alpha: torch.Tensor | None,
+    ) -> None:
+        # P and Q share one (2, n, n) tensor, alpha and C alpha one (2, n): a batch of
+        # removals (remove_least_relevant) gathers a column of both, and updates both,
+        # with one kernel each. _P, _Q, _alpha and _c_alpha are views of them.
+        n = precision.shape[0]
+        stacked = precision.new_empty((2, n, n))
+        stacked[0].copy_(precision)
+        if product is None:
+            torch.matmul(self._C, stacked[0], out=stacked[1])
+        else:
+            stacked[1].copy_(product)
+        vectors = alpha.new_empty((2, n))
+        vectors[0].copy_(alpha)
+        if c_alpha is None:
+            torch.mv(self._C, vectors[0], out=vectors[1])
+        else:
+            vectors[1].copy_(c_alpha)
+        self._PQ, self._P, self._Q = stacked, stacked[0], stacked[1]
+        self._AC, self._alpha, self._c_alpha = vectors, vectors[0], vectors[1]
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -276,9 +458,7 @@ class WassersteinRelevancy:
         if not precision.is_contiguous() and precision.mT.is_contiguous():
             precision = precision.mT
         rel = cls.__new__(cls)
-        rel._setup(
-            precision.contiguous(), alpha.clone(), conv.contiguous(), hyperparameters.outputscale
-        )
+        rel._setup(precision, alpha, conv.contiguous(), hyperparameters.outputscale)
         return rel
 
     @classmethod
@@ -381,7 +561,22 @@ class WassersteinRelevancy:
         # plus its criteria take about 35 of them, more than the O(n^2) arithmetic at
         # n of a few hundred (measured at n = 100: 10 removals cost 1.6x one fresh
         # computation of all criteria through torch, 0.9x through NumPy).
-        return self._P.device.type == "cpu" and self._P.shape[0] <= _HOST_MAX_STORAGE
+        return (
+            self._P.device.type == "cpu"
+            and self._P.dtype in (torch.float32, torch.float64)
+            and self._P.shape[0] <= _HOST_MAX_STORAGE
+        )
+
+    def _dots_buffer(self) -> torch.Tensor:
+        """The row-block buffer of :func:`_column_dots` for this storage (made once)."""
+        if self._buffer is None:
+            n = self._P.shape[0]
+            self._buffer = self._P.new_empty((min(_BLOCK_ROWS, max(n, 1)), n))
+        return self._buffer
+
+    def _storage_column_dots(self) -> torch.Tensor:
+        """``(P C P)_ii = sum_j P_ji Q_ji`` for every storage column (0 where removed)."""
+        return _column_dots(self._P, self._Q, self._dots_buffer())
 
     def _current_terms(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._cache is None and self._on_host():
@@ -405,11 +600,8 @@ class WassersteinRelevancy:
             )
             self._relevancy_cache = torch.from_numpy(relevancy)
         if self._cache is None:
-            if self._buffer is None:
-                n = self._P.shape[0]
-                self._buffer = self._P.new_empty((min(_BLOCK_ROWS, max(n, 1)), n))
             squared, normalizer = _terms(
-                self._P, self._alpha, self._Q, self._c_alpha, self._lam2, self._buffer
+                self._P, self._alpha, self._Q, self._c_alpha, self._lam2, self._dots_buffer()
             )
             # Removed storage rows give 0/0 here; they are dropped by the selection.
             self._cache = (squared.index_select(0, self._live_index), normalizer)
@@ -462,14 +654,15 @@ class WassersteinRelevancy:
             pi = float(P[o, o])
             coef = -float(alpha[o]) / pi
             p, q = P[:, o].copy(), Q[:, o].copy()
-            # in-place rank-one updates by BLAS dger on the column-major view (M^T):
+            # in-place rank-one updates by BLAS ger on the column-major view (M^T):
             # M^T <- M^T + a p x^T is M <- M + a x p^T, with no n^2 temporary
-            _dger(-1.0 / pi, p, p, a=P.T, overwrite_a=True)
-            _dger(-1.0 / pi, p, q, a=Q.T, overwrite_a=True)
+            ger = _GER[P.dtype.type]
+            ger(-1.0 / pi, p, p, a=P.T, overwrite_a=True)
+            ger(-1.0 / pi, p, q, a=Q.T, overwrite_a=True)
             alpha += coef * p
             c_alpha += coef * q
             P[o], P[:, o], Q[o], Q[:, o] = 0.0, 0.0, 0.0, 0.0
-            alpha[o] = 0.0
+            alpha[o], c_alpha[o] = 0.0, 0.0
         else:
             # Two host scalars (one device sync on a GPU): torch's in-place rank-one
             # update takes its coefficient as a Python number.
@@ -484,7 +677,7 @@ class WassersteinRelevancy:
             for m in (self._P, self._Q):
                 m[o].zero_()
                 m[:, o].zero_()
-            self._alpha[o] = 0.0
+            self._AC[:, o] = 0.0
         del self._live[index]
         self._live_tensor = None
         if self._live_array is not None:
@@ -494,14 +687,145 @@ class WassersteinRelevancy:
         if 2 * len(self._live) < self._P.shape[0]:
             self._compact()
 
+    def remove_least_relevant(
+        self,
+        limit: int,
+        *,
+        budget: float = math.inf,
+        stop: Callable[[], bool] | None = None,
+        batch_size: int = 64,
+        speculative: bool | None = None,
+    ) -> Removals:
+        """Remove the least relevant observation, again and again, as W-DBO's loop does.
+
+        The loop this reproduces (W-DBO Algorithm 1 lines 9-20; BOLT's with ``budget =
+        inf``), with ``stop`` called where that loop checks its deadline::
+
+            while removed < limit and budget > 1:
+                if stop(): break
+                i = argmin_i R_i; v = R_i       # first index on exact ties
+                if not budget > 1 + v: break
+                remove(i); budget /= 1 + v
+
+        Its removals are computed in batches (:class:`_RemovalBatch`): each step of a
+        batch finds the argmin and the relevancy after the previous removals from cheap
+        O(n) updates of the terms the criterion reads, and the batch's accepted removals
+        are then applied to ``P`` and ``Q`` by one rank-``k`` update. The choices are the
+        sequential loop's; the numbers agree with :meth:`remove` one at a time to
+        rounding (a different order of the same floating-point operations), so only an
+        argmin between values equal to rounding, or a budget equal to ``1 + R_i`` to
+        rounding, may go the other way (``docs/relevancy.md``).
+
+        Args:
+            limit: the most removals (``<= n``).
+            budget: the removal budget ``b`` (dimensionless; ``inf``: no budget).
+            stop: called before each removal exactly where the loop above calls it (the
+                same number of calls, in the same order); ``True`` ends the loop there.
+                In a speculative batch the calls after the batch's first are made once
+                the batch is computed, and the batch is cut where one returns ``True``:
+                the loop overruns by at most one batch.
+            batch_size: the most removals of one batch (each step's corrections cost
+                O(n batch_size)).
+            speculative: compute each batch to its end before reading any value back
+                (one device synchronization per batch instead of one per removal; the
+                steps computed past the loop's end are discarded), with batch sizes 1,
+                2, 4, ... up to ``batch_size``. Default: on any device but the CPU,
+                where a value is read for free after each step and a batch stops there.
+
+        Returns:
+            :class:`Removals`; the criterion then describes the remaining dataset.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= self.n:
+            raise ValueError(f"limit must be an integer in [0, {self.n}], got {limit!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        if speculative is None:
+            speculative = self._P.device.type != "cpu"
+        indices: list[int] = []
+        origins: list[int] = []
+        values: list[float] = []
+        size = 1 if speculative else batch_size
+        batches = steps = 0
+
+        def halted(removed: int) -> str:
+            # the loop's condition, then its deadline check: why it stops here, or ""
+            if removed >= limit:
+                return "limit"
+            if not budget > 1.0:
+                return "budget"
+            if stop is not None and stop():
+                return "stop"
+            return ""
+
+        stopped_by = ""
+        while not stopped_by:
+            stopped_by = halted(len(indices))
+            if stopped_by:
+                break
+            batch = _RemovalBatch(self, min(size, batch_size, limit - len(indices)))
+            batches += 1
+            if speculative:
+                for _ in range(batch.capacity):
+                    batch.step()
+                records = batch.records()
+            positions: list[int] = []
+            for j in range(batch.capacity):
+                if j > 0:  # before each further removal of the batch
+                    stopped_by = halted(len(indices) + j)
+                    if stopped_by:
+                        break
+                if not speculative:
+                    batch.step()
+                position, squared, normalizer = records[j] if speculative else batch.record(j)
+                # R = W / W_D as relevancies() computes it (lambda^2 in both terms)
+                normalizer *= self._lam2
+                value = math.sqrt(squared * self._lam2 / normalizer) if normalizer > 0 else 0.0
+                if not budget > 1.0 + value:
+                    stopped_by = "budget"
+                    break
+                budget /= 1.0 + value
+                values.append(value)
+                positions.append(position)
+            steps += batch.count
+            batch.commit(len(positions))
+            for position in positions:
+                index = bisect.bisect_left(self._live, position)
+                indices.append(index)
+                origins.append(self._origin_list[position])
+                del self._live[index]
+            if positions:
+                self._removed()
+            size *= 2
+        return Removals(
+            indices=indices,
+            origins=origins,
+            relevancies=values,
+            budget=budget,
+            stopped_by=stopped_by,
+            batches=batches,
+            steps=steps,
+        )
+
+    def _removed(self) -> None:
+        # after `_live` lost entries: drop what depends on it, compact if half is dead
+        self._live_tensor = None
+        self._live_array = None
+        self._cache = None
+        self._relevancy_cache = None
+        if 2 * len(self._live) < self._P.shape[0]:
+            self._compact()
+
     def _compact(self) -> None:
         # Once more than half of the storage is dead, copy the live part (amortized
         # O(n^2)) so that later removals and criteria scale with the current n.
         a = self._live_index
-        self._P, self._Q, self._C = self._sub(self._P), self._sub(self._Q), self._sub(self._C)
-        self._alpha = self._alpha.index_select(0, a)
-        self._c_alpha = self._c_alpha.index_select(0, a)
+        precision, product = self._sub(self._P), self._sub(self._Q)
+        self._C = self._sub(self._C)
+        self._store(
+            precision, product, self._alpha.index_select(0, a), self._c_alpha.index_select(0, a)
+        )
         self._origin = self._origin.index_select(0, a)
+        self._origin_list = [self._origin_list[i] for i in self._live]
         self._live = list(range(a.shape[0]))
         self._live_tensor = None
         self._live_array = None
