@@ -269,14 +269,14 @@ def test_a_recorded_budget_replays_the_same_suggestion_and_state():
     for p in (timed, replayed):
         p.observe([0.2, 0.7], 12.5, 0.1)
     first = timed.suggest(13.0, budget=budget)
-    numbers = [s["check"] for s in timed.diagnostics.extra["time_budget"]["spent_at"]]
-    assert numbers  # the budget did cut something
-    again = replayed.suggest(13.0, budget=Budget.replay(numbers))
+    spent = timed.diagnostics.extra["time_budget"]["spent_at"]
+    assert spent  # the budget did cut something
+    again = replayed.suggest(13.0, budget=Budget.replay(spent))
     np.testing.assert_array_equal(first.x, again.x)
     states = [without_timings(p.state_dict()) for p in (timed, replayed)]
     reports = [s["diagnostics"]["extra"].pop("time_budget") for s in states]
     assert_states_equal(*states)
-    assert [r["spent_at"][0]["check"] for r in reports] == [numbers[0]] * 2
+    assert [r["spent_at"][0]["ordinal"] for r in reports] == [spent[0]["ordinal"]] * 2
 
 
 def test_a_spent_budget_stops_the_wdbo_removal_loop_and_a_hard_deadline_still_raises():
@@ -302,5 +302,5 @@ def test_bad_budgets_are_refused_and_change_nothing():
         with pytest.raises(ValueError, match="budget"):
             policy.suggest(12.0, budget=bad)
     assert_states_equal(before, policy.state_dict())
-    with pytest.raises(ValueError, match="check numbers start at 1"):
-        Budget.replay([0])
+    with pytest.raises(ValueError, match="ordinal >= 1"):
+        Budget.replay([("acquisition search", 0)])

@@ -97,3 +97,22 @@ def test_a_model_without_hallucination_ignores_pending_queries():
     policy.suggest_batch(10.0, 2)
     assert "pending" not in policy.diagnostics.extra
     assert len(policy.pending) == 2
+
+
+def test_a_failing_batch_leaves_the_policy_as_it_was(monkeypatch):
+    policy = filled("gp-ucb")
+    before = policy.state_dict()
+    calls = []
+    original = type(policy)._acquire
+
+    def fails_third(self, t, diag):
+        calls.append(t)
+        if len(calls) == 3:
+            raise RuntimeError("broken on purpose")
+        return original(self, t, diag)
+
+    monkeypatch.setattr(type(policy), "_acquire", fails_third)
+    with pytest.raises(RuntimeError, match="broken on purpose"):
+        policy.suggest_batch(10.0, 4)
+    assert_states_equal(before, policy.state_dict())
+    assert policy.pending == []

@@ -236,3 +236,62 @@ def test_an_older_service_store_is_migrated_with_nothing_lost(tmp_path, version)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     assert storage_files._columns(db) == storage_files.schema_columns(storage._SCHEMA)
     db.close()
+
+
+def test_a_budgeted_suggestion_after_a_background_refit_replays_exactly(tmp_path):
+    """The live suggestion takes the fit made ahead (no fit checks); its replay fits:
+    the cuts are replayed by kind of work, so the fit is not cut at the search's places."""
+    from dynbo.service import ServiceStore, StudyManager
+
+    path = tmp_path / "s.sqlite"
+    manager = StudyManager(ServiceStore(path), refit=True, checkpoint_every=1000)
+    try:
+        manager.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+        for k in range(12):
+            manager.observe("a", float(np.sin(3 * k)), x=[k / 12], t=float(k))
+        manager.background("a")  # the refit a server runs after an observation
+        query = manager.suggest("a", 12.0, budget=1e-6)
+        spent = manager.info("a")["diagnostics"]["extra"]["time_budget"]["spent_at"]
+        assert spent and all(s["where"] != "hyperparameter fit" for s in spent)
+        state = manager.policy_state("a")
+    finally:
+        manager.store.close()
+    manager = StudyManager(ServiceStore(path), refit=False)
+    try:
+        assert manager.info("a")["replay_mismatches"] == 0
+        replayed = manager.policy_state("a")
+        assert_states_equal(
+            {k: v for k, v in state.items() if k != "diagnostics"},
+            {k: v for k, v in replayed.items() if k != "diagnostics"},
+        )
+        assert manager.suggest("a", 12.0)["x"] == query["x"]
+    finally:
+        manager.store.close()
+
+
+def test_a_replaced_query_is_no_longer_accounted_for_and_the_replay_agrees(tmp_path):
+    from dynbo.service import ServiceStore, StudyManager
+
+    path = tmp_path / "s.sqlite"
+    manager = StudyManager(ServiceStore(path), refit=False, checkpoint_every=1000)
+    try:
+        manager.create("a", "gp-ucb", [[0.0], [1.0]], options=CHEAP, clock="client")
+        for k in range(4):
+            manager.observe("a", float(k % 2), x=[k / 4], t=float(k))
+        for _ in range(3):
+            last = manager.suggest("a", 4.0, replace=True)
+        assert len(manager.policy_state("a")["pending"]) == 1  # only the newest
+        manager.observe("a", 0.5, query_id=1)  # a replaced query stays answerable
+        state = manager.policy_state("a")
+        assert state["pending"] == [[last["x"], 4.0]]
+    finally:
+        manager.store.close()
+    manager = StudyManager(ServiceStore(path), refit=False)
+    try:
+        assert manager.info("a")["replay_mismatches"] == 0
+        assert_states_equal(
+            {k: v for k, v in state.items() if k != "diagnostics"},
+            {k: v for k, v in manager.policy_state("a").items() if k != "diagnostics"},
+        )
+    finally:
+        manager.store.close()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -133,22 +133,28 @@ class Budget(Deadline):
     """A soft time budget for one ``suggest``: spent, its checks raise :class:`BudgetSpent`.
 
     The fit may use ``fit_share`` of the budget (the rest is left to the cleaning and the
-    acquisition search); the other units of work, the whole of it. Every check is
-    numbered (1, 2, ... in the order the call makes them), and :attr:`spent_at` lists the
-    numbers at which it raised: a call that makes the same checks in the same order
-    (the same policy state, as in a replay from a log) stops at the same places with
-    ``Budget.replay(spent_at)``, whatever the clock says.
+    acquisition search); the other units of work, the whole of it. The checks of each
+    kind of work (``where``: the fit, the removal loop, the acquisition search) are
+    numbered 1, 2, ... in the order the call makes them, and :attr:`spent_at` lists the
+    ``(where, ordinal)`` at which it raised: a call that makes the same checks of each
+    kind in the same order stops at the same places with ``Budget.replay(spent_at)``,
+    whatever the clock says. Numbering per kind keeps a replay exact where a live call
+    skipped a whole kind of work: a suggestion that took a fit made ahead of time
+    (``Policy.refit``) made no fit checks, and its replay, which fits, must not have its
+    fit cut at the live call's acquisition checks.
 
     Attributes:
         seconds: the budget (``None`` only for a replay).
         fit_share: the fraction of ``seconds`` the hyperparameter fit may use.
-        script: for a replay: the check numbers to raise at (no clock is read).
-        spent_at: the check numbers at which it raised, with ``where`` and elapsed seconds.
+        script: for a replay: the ``(where, ordinal)`` pairs to raise at (no clock is read).
+        spent_at: where it raised: ``{"where", "ordinal", "check", "elapsed"}`` each
+            (``check``: the number among all checks of the call).
     """
 
     fit_share: float = 0.5
-    script: tuple[int, ...] | None = None
+    script: frozenset[tuple[str, int]] | None = None
     spent_at: list[dict[str, object]] = field(default_factory=list)
+    ordinals: dict[str, int] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -158,24 +164,33 @@ class Budget(Deadline):
             raise ValueError(f"fit_share must be in (0, 1], got {self.fit_share!r}")
 
     @classmethod
-    def replay(cls, spent_at: list[int] | tuple[int, ...]) -> Budget:
-        """A budget that raises at exactly these check numbers (a recorded call's)."""
-        numbers = tuple(int(i) for i in spent_at)
-        if any(i < 1 for i in numbers):
-            raise ValueError(f"check numbers start at 1, got {list(numbers)}")
-        return cls(seconds=None, script=numbers)
+    def replay(cls, spent_at: Iterable[Mapping[str, object] | tuple[str, int]]) -> Budget:
+        """A budget that raises where a recorded one did: its ``spent_at`` entries (or
+        ``(where, ordinal)`` pairs)."""
+        script = set()
+        for entry in spent_at:
+            where, ordinal = (
+                (entry["where"], entry["ordinal"]) if isinstance(entry, Mapping) else entry
+            )
+            if not isinstance(where, str) or int(ordinal) < 1:  # type: ignore[call-overload]
+                raise ValueError(f"a replayed cut needs a place and an ordinal >= 1, got {entry!r}")
+            script.add((where, int(ordinal)))  # type: ignore[call-overload]
+        return cls(seconds=None, script=frozenset(script))
 
     def check(self, where: str) -> None:
         self.checks += 1
+        ordinal = self.ordinals[where] = self.ordinals.get(where, 0) + 1
         if self.script is not None:
-            due = self.checks in self.script
+            due = (where, ordinal) in self.script
         else:
             assert self.seconds is not None
             limit = self.seconds * (self.fit_share if where == FIT else 1.0)
             due = self.elapsed > limit
         if due:
             elapsed = self.elapsed
-            self.spent_at.append({"check": self.checks, "where": where, "elapsed": elapsed})
+            self.spent_at.append(
+                {"where": where, "ordinal": ordinal, "check": self.checks, "elapsed": elapsed}
+            )
             raise BudgetSpent(where, elapsed, self.checks)
 
     def report(self) -> dict[str, object]:

@@ -447,7 +447,11 @@ class TrailingStarts:
 
 
 def maximize_on_candidates(
-    acquisition: AcquisitionFn, candidates: torch.Tensor, *, chunk: int = 8192
+    acquisition: AcquisitionFn,
+    candidates: torch.Tensor,
+    *,
+    chunk: int = 8192,
+    record: dict[str, Any] | None = None,
 ) -> tuple[int, float]:
     """Exact argmax of ``acquisition`` over a finite set of points.
 
@@ -455,6 +459,8 @@ def maximize_on_candidates(
         acquisition: maps ``(m, dim)`` points to ``(m,)`` values.
         candidates: ``(N, dim)`` points.
         chunk: evaluation batch size (bounds the memory of one call).
+        record: receives ``"budget_cut"`` where a spent budget stopped the search (the
+            best of the chunks evaluated is returned).
 
     Returns:
         ``(index, value)`` of the first maximizer.
@@ -465,6 +471,8 @@ def maximize_on_candidates(
             # the first chunk always runs (there is an answer); a spent budget keeps the
             # best of the chunks evaluated
             if start and deadline.spent("acquisition search"):
+                if record is not None:
+                    record["budget_cut"] = f"candidates: {start} of {len(candidates)} evaluated"
                 break
             values = acquisition(candidates[start : start + chunk])
             i = int(torch.argmax(values))
@@ -496,8 +504,8 @@ def maximize_acquisition(
         searches_time: the acquisition takes one more coordinate in ``[0, 1]`` (the
             position in a look-ahead time window); over candidates it is searched on
             ``TIME_GRID`` equally spaced values.
-        search, generator, dtype, device, record: as :func:`maximize_on_box` (``record``
-            stays empty over candidates).
+        search, generator, dtype, device, record: as :func:`maximize_on_box` (over
+            candidates ``record`` gets only a ``"budget_cut"``).
 
     Returns:
         The best point: ``(dim,)``, or ``(dim + 1,)`` with ``searches_time``.
@@ -522,5 +530,5 @@ def maximize_acquisition(
             ],
             dim=1,
         )
-    index, _ = maximize_on_candidates(acquisition, candidates)
+    index, _ = maximize_on_candidates(acquisition, candidates, record=record)
     return candidates[index]

@@ -226,7 +226,8 @@ class SpatioTemporalGP:
         precision = float(column[index])
         y = float(self.standardized_targets[index])
         mean = y - float(self._alpha[index]) / precision
-        noise = self.hyperparameters.noise * float(self._noise_scale[index])
+        # the factor's diagonal holds the noise and any jitter: neither is the latent f's
+        noise = self.hyperparameters.noise * float(self._noise_scale[index]) + self._jitter
         variance = max(1.0 / precision - noise, 0.0)
         scale = self._target_scale
         return self._target_mean + scale * mean, scale * scale * variance

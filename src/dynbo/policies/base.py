@@ -558,7 +558,12 @@ class Policy(ABC):
         """
         if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_BATCH:
             raise ValueError(f"q must be an integer from 1 to {MAX_BATCH}, got {q!r}")
-        return [self.suggest(t, budget=budget) for _ in range(q)]
+        snapshot = self._snapshot()
+        try:
+            return [self.suggest(t, budget=budget) for _ in range(q)]
+        except BaseException:  # all or nothing: the queries made were never returned
+            self._restore(snapshot)
+            raise
 
     def _without_pending(
         self, x: np.ndarray | torch.Tensor

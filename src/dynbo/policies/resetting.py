@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from dynbo.deadline import BudgetSpent
 from dynbo.models.fit import fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import KernelSpec, markov_epsilon, markov_lengthscale
@@ -111,7 +112,10 @@ class RGPUCB(Policy):
             diag.extra["reset_every"] = self.reset_every
             return
         if self.dataset_size >= 3:
-            self._estimate = self._estimate_epsilon()
+            try:
+                self._estimate = self._estimate_epsilon()
+            except BudgetSpent:  # a spent time budget: the previous estimate stands
+                diag.extra["epsilon_cut"] = True
         if self._estimate is not None:
             limit = reset_interval(self._estimate, self.kernel.spatial, self.dim)
             diag.extra.update(epsilon=self._estimate, reset_size=limit)

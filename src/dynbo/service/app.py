@@ -487,7 +487,7 @@ def create_app(
         name: str,
         request: Request,
         last_event_id: str | None = Header(None, max_length=100),
-        poll: float = Query(1.0, gt=0, le=60, description="seconds between two looks"),
+        poll: float = Query(1.0, ge=0.1, le=60, description="seconds between two looks"),
         seconds: float = Query(
             60.0,
             gt=0,
@@ -506,13 +506,20 @@ def create_app(
             while asyncio.get_running_loop().time() < end and not await request.is_disconnected():
                 events = await run_in_threadpool(manager().store.events, name, after_seq)
                 for event in events:
-                    for alarm in health_events(event):
+                    alarms = health_events(event)
+                    for i, alarm in enumerate(alarms):
                         alarm = {"study": name, "seq": event.seq, "t": event.t, **alarm}
-                        yield _sse(f"{event.seq}.{manager().boot}.{after_alarm}", alarm)
+                        # an event's alarms but its last resume before it: a client that
+                        # loses the rest gets them all again, never none
+                        done = event.seq if i == len(alarms) - 1 else event.seq - 1
+                        yield _sse(f"{done}.{manager().boot}.{after_alarm}", alarm)
                     after_seq = event.seq
                 for alarm in manager().service_alarms(name, after_alarm):
                     after_alarm = alarm["id"]
                     yield _sse(f"{after_seq}.{manager().boot}.{after_alarm}", alarm)
+                # the cursor after every look (an id without data moves a client's
+                # Last-Event-ID, so that a reconnection does not read the log again)
+                yield f"id: {after_seq}.{manager().boot}.{after_alarm}\n\n"
                 await asyncio.sleep(poll)
 
         return StreamingResponse(

@@ -152,7 +152,7 @@ def _logged_budget(event: Event) -> Budget | None:
     report = ((event.diagnostics or {}).get("extra") or {}).get("time_budget")
     if not report:
         return None
-    return Budget.replay([int(spent["check"]) for spent in report["spent_at"]])
+    return Budget.replay(report["spent_at"])
 
 
 def _check_name(name: Any) -> str:
@@ -286,6 +286,9 @@ class StudyManager:
         # client that resumes a stream that the numbering started again)
         self._alarms: deque[dict[str, Any]] = deque(maxlen=ALARMS_KEPT)
         self._alarm_count = 0
+        # their own lock: the event loop reads them, and the manager's lock may be held
+        # across a store operation
+        self._alarm_lock = threading.Lock()
         self.boot = uuid.uuid4().hex[:8]
 
     # ================================================================== studies
@@ -366,6 +369,10 @@ class StudyManager:
                 ) from None
             study.deleted = True
             study.policy = None
+        with self._alarm_lock:  # a study created again under the name starts without them
+            kept = [a for a in self._alarms if a["study"] != name]
+            self._alarms.clear()
+            self._alarms.extend(kept)
         with self._lock:
             if self._studies.get(name) is study:
                 del self._studies[name]
@@ -496,10 +503,20 @@ class StudyManager:
                 return study.queries[study.pending].response(name, repeated=True)
             policy = study.policy
             assert policy is not None
+            # a replaced query stays answerable, but the policy stops accounting for it (a
+            # replay does the same: a suggest logged while a query was pending replaced it)
+            replaced = None if study.pending is None else study.queries[study.pending].x
             start = time.perf_counter()
             try:
-                with within(deadline):
-                    query = policy.suggest(asked, budget=budget)
+                try:
+                    if replaced is not None:
+                        policy.cancel_pending(replaced)
+                    with within(deadline):
+                        query = policy.suggest(asked, budget=budget)
+                except BaseException:
+                    if replaced is not None:
+                        study.policy = None  # the cancel took, the suggest did not: rebuild
+                    raise
             except ValueError as err:
                 raise Invalid(str(err)) from None
             except DeadlineExceeded as err:
@@ -820,7 +837,7 @@ class StudyManager:
 
     def alarm(self, name: str, kind: str, message: str) -> None:
         """Record a service alarm of study ``name`` (see :meth:`service_alarms`)."""
-        with self._lock:
+        with self._alarm_lock:
             self._alarm_count += 1
             self._alarms.append(
                 {
@@ -836,15 +853,14 @@ class StudyManager:
         """Study ``name``'s alarms numbered above ``after`` that no log event holds:
         ``fit_failure`` (a suggest or refit that raised) and ``abandoned`` (work stopped
         by the time limit or a client that went away)."""
-        with self._lock:
+        with self._alarm_lock:
             return [dict(a) for a in self._alarms if a["id"] > after and a["study"] == name]
 
     def cost(self, name: str) -> float:
         """Seconds of the study's last ``suggest`` or background refit, whichever took
         longer (0 for a study not loaded): the service's lane choice. Read without the
         study's lock: a stale value only picks the other lane once."""
-        with self._lock:
-            study = self._studies.get(name)
+        study = self._studies.get(name)  # one dict read: atomic, and no lock on the event loop
         if study is None:
             return 0.0
         return max(study.last_suggest_seconds or 0.0, study.last_refit_seconds or 0.0)
@@ -972,6 +988,8 @@ class StudyManager:
             if event.kind == "suggest":
                 assert event.query_id is not None and event.asked_t is not None
                 if replay:
+                    if fresh.pending is not None:  # a replace: as the live call did
+                        policy.cancel_pending(fresh.queries[fresh.pending].x)
                     # exactly as logged: a budget that cut the suggestion cuts it again
                     # at the same checks; no deadline of the request that rebuilds it
                     with within(None):
