@@ -265,7 +265,8 @@ def test_a_recorded_budget_replays_the_same_suggestion_and_state():
             clock.now += 0.01  # a unit of work costs 10 ms of this clock
             super().check(where)
 
-    budget = Budgeted(0.3, clock=clock)
+    # 10 checks: the fit (a few Newton evaluations) and the acquisition's batches make more
+    budget = Budgeted(0.1, clock=clock)
     for p in (timed, replayed):
         p.observe([0.2, 0.7], 12.5, 0.1)
     first = timed.suggest(13.0, budget=budget)

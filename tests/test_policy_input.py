@@ -294,7 +294,9 @@ def test_temporal_lengthscale_never_falls_below_the_sampling_interval():
         assert p.lengthscale_time_lower() == {"sampling_interval": 2.0, None: None, 5.0: 5.0}[floor]
         p.suggest(70.0)
         fitted[floor] = p.hyperparameters.lengthscale_time
-    assert fitted[None] < 1.0
+    # without a floor, below the sampling interval (2): the likelihood's best local optimum
+    # found is l_T ~ 1 (another lies at the lower bound, 1e-2)
+    assert fitted[None] < 2.0 - 0.5
     assert fitted["sampling_interval"] >= 2.0 - 1e-9
     assert fitted[5.0] >= 5.0 - 1e-9
 

@@ -38,6 +38,7 @@ __all__ = [
     "correlation_np",
     "correlation_and_radial_derivative",
     "correlation_and_scale_derivative",
+    "correlation_and_scale_derivatives",
     "matern_polynomial",
     "spectral_density",
     "smoothness",
@@ -147,6 +148,31 @@ def correlation_and_scale_derivative(
     value = (square_third + s).add_(1.0).mul_(e)
     derivative = square_third.mul_(e)
     return value, derivative.addcmul_(derivative, s)
+
+
+def correlation_and_scale_derivatives(
+    family: FamilyLike, r: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``k(r)``, ``g(r) = -r k'(r)`` and ``-r g'(r)``: ``k(|tau| / l)`` and its first two
+    derivatives with respect to ``log l``, at scaled distances ``r >= 0`` (any shape).
+
+    The second derivative is what the marginal likelihood's analytic Hessian needs:
+    ``(r^2 - 2) g`` (SE), ``(r - 1) g`` (Matern-1/2), ``(s - 2) g`` with ``s = sqrt(3) r``
+    (Matern-3/2) and ``(s^2 - 2 s - 2) g / (1 + s)`` with ``s = sqrt(5) r`` (Matern-5/2),
+    ``g`` being the first (see :func:`correlation_and_scale_derivative`).
+    """
+    fam = as_family(family)
+    value, first = correlation_and_scale_derivative(fam, r)
+    if fam is Family.SE:
+        second = (r * r).sub_(2.0).mul_(first)
+    elif fam is Family.MATERN12:
+        second = (r - 1.0).mul_(first)
+    elif fam is Family.MATERN32:
+        second = (r * math.sqrt(3.0)).sub_(2.0).mul_(first)
+    else:
+        s = r * math.sqrt(5.0)
+        second = (s * s).sub_(s, alpha=2.0).sub_(2.0).mul_(first).div_(s.add_(1.0))
+    return value, first, second
 
 
 def correlation_and_radial_derivative(

@@ -37,6 +37,7 @@ from dynbo.kernels import (
     correlation,
     correlation_and_radial_derivative,
     correlation_and_scale_derivative,
+    correlation_and_scale_derivatives,
 )
 
 __all__ = [
@@ -235,6 +236,20 @@ class KernelSpec:
             return 1.0 + scaled, -scaled
         assert self.temporal is not None
         return correlation_and_scale_derivative(self.temporal, scaled)
+
+    def temporal_factor_and_scale_derivatives(
+        self, scaled: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``k_T`` and its first two derivatives in ``log l_T`` at ``scaled`` (the fit's
+        Hessian).
+
+        For Wiener, ``(1 + m / l, -m / l, m / l)``; for the stationary families see
+        :func:`dynbo.kernels.correlation_and_scale_derivatives`.
+        """
+        if self.temporal == WIENER:
+            return 1.0 + scaled, -scaled, scaled.clone()
+        assert self.temporal is not None
+        return correlation_and_scale_derivatives(self.temporal, scaled)
 
     def diagonal(
         self, inputs: torch.Tensor, lengthscale_time: torch.Tensor | float | None

@@ -49,7 +49,7 @@ from dynbo.acquisition.ucb import (
     UpperConfidenceBound,
 )
 from dynbo.deadline import Budget, BudgetSpent
-from dynbo.models.fit import FitResult, fit_hyperparameters
+from dynbo.models.fit import FitResult, StartOutcome, fit_hyperparameters
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import (
     HYPERPARAMETER_RANGE,
@@ -58,6 +58,7 @@ from dynbo.models.kernel import (
 )
 from dynbo.policies.additional import AdditionalRequests, validate_answers
 from dynbo.policies.early_fit import EarlyFit
+from dynbo.policies.fit_strategy import RESTART_RULE, FitHistory
 from dynbo.policies.health import HealthMonitor
 from dynbo.policies.options import PolicyOptions
 from dynbo.policies.records import Dataset, Diagnostics, Query
@@ -223,6 +224,7 @@ class Policy(ABC):
         learn_hyperparameters: bool = True,
         min_fit_size: int | None = None,
         fit_iterations: int = 50,
+        fit_strategy: str = "warm-newton",
         hyperparameter_bounds: Mapping[str, Any] | None = None,
         initial_hyperparameters: Mapping[str, Any] | None = None,
         hyperpriors: bool = True,
@@ -253,6 +255,7 @@ class Policy(ABC):
             learn_hyperparameters=learn_hyperparameters,
             min_fit_size=min_fit_size,
             fit_iterations=fit_iterations,
+            fit_strategy=fit_strategy,
             hyperparameter_bounds=hyperparameter_bounds,
             initial_hyperparameters=initial_hyperparameters,
             hyperpriors=hyperpriors,
@@ -277,6 +280,7 @@ class Policy(ABC):
         self.search = options.search
         self.learn_hyperparameters = options.learn_hyperparameters
         self.fit_iterations = options.fit_iterations
+        self.fit_strategy = options.fit_strategy
         self.min_fit_size = options.min_fit_size
         self.hyperpriors = options.hyperpriors
         self.hyperparameter_bounds = options.hyperparameter_bounds
@@ -312,6 +316,8 @@ class Policy(ABC):
         )
         self._iteration = 0
         self._fitted = False
+        # what the restart rule of fit_strategy="warm-newton" remembers between fits
+        self._fit_history: FitHistory | None = None
         self._last_suggest_time: float | None = None
         self._last_observe_time: float | None = None
         self._diagnostics: Diagnostics | None = None
@@ -434,6 +440,7 @@ class Policy(ABC):
             self._initial_hyperparameters(self._t),
             self._fitted,
             self.fit_iterations,
+            self._fit_history,
         )
 
     def _fit_or_reuse(self, t: float) -> FitResult:
@@ -931,23 +938,49 @@ class Policy(ABC):
     def _fit(self, t: float) -> FitResult:
         """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.
 
-        Two starts every time: the previous values (the warm start, cheap when little
-        changed) and fresh values (the priors' medians); the better optimum is kept. A
-        warm start alone stays in whichever basin it found first, and online fits on
-        little data have several (a static model with a long ``l_T`` and a drifting one
-        with a short ``l_T``); comparing both every iteration makes the choice depend on
-        the data, not on the path.
+        Two starts: the previous values (the warm start, cheap when little changed) and
+        fresh values (the priors' medians); the better optimum is kept. A warm start alone
+        stays in whichever basin it found first, and online fits on little data have
+        several (a static model with a long ``l_T`` and a drifting one with a short
+        ``l_T``). ``fit_strategy="two-start"`` runs both with L-BFGS-B at every fit;
+        ``"warm-newton"`` runs Newton from the warm start and from the runner-up (the best
+        optimum of the last fit in another basin), and from the fresh values only when the
+        restart rule (:class:`~dynbo.policies.fit_strategy.RestartRule`) finds the warm
+        optimum in doubt (:mod:`~dynbo.policies.fit_strategy`).
         """
         fresh = self._initial_hyperparameters(self._t)
         if not self._fitted:
             self._gp.set_hyperparameters(fresh)
-        result = fit_hyperparameters(
-            self._gp,
-            bounds=self.fit_bounds(),
-            max_iterations=self.fit_iterations,
-            initial=[fresh],
-            priors=self.priors(),
-        )
+        if self.fit_strategy == "two-start":
+            result = fit_hyperparameters(
+                self._gp,
+                bounds=self.fit_bounds(),
+                max_iterations=self.fit_iterations,
+                initial=[fresh],
+                priors=self.priors(),
+            )
+        else:
+            history = self._fit_history if self._fitted else None
+            forced = RESTART_RULE.before_fit(history, self.dataset_size)
+
+            def restart_if(outcome: StartOutcome) -> str | None:
+                if forced is not None or history is None:
+                    return forced
+                return RESTART_RULE.after_warm_start(history, outcome)
+
+            runner_up = [] if history is None or history.runner_up is None else [history.runner_up]
+            result = fit_hyperparameters(
+                self._gp,
+                bounds=self.fit_bounds(),
+                max_iterations=self.fit_iterations,
+                initial=runner_up,
+                priors=self.priors(),
+                method="newton",
+                restarts=[fresh],
+                restart_if=restart_if,
+                restart_method=RESTART_RULE.method,
+            )
+            self._fit_history = FitHistory.after(result, self.dataset_size, history)
         self._fitted = True
         return result
 

@@ -28,6 +28,7 @@ from dynbo.models.kernel import (
     parse_initial_hyperparameters,
 )
 from dynbo.policies.domain import SearchDomain
+from dynbo.policies.fit_strategy import FIT_STRATEGIES
 from dynbo.validation import (
     MAX_ABS_TIME,
     at_most,
@@ -89,7 +90,15 @@ class PolicyOptions:
       learned before it). ``None``: the policy's default (1; 5 for the policies that
       reset, whose fresh datasets would otherwise be fitted on a single point, where
       every lengthscale and variance is undetermined).
-    - ``fit_iterations``: L-BFGS-B iteration cap per fit (default 50, at most ``10**6``).
+    - ``fit_iterations``: iteration cap per start of a fit (L-BFGS-B or Newton iterations;
+      default 50, at most ``10**6``).
+    - ``fit_strategy``: how the hyperparameters are refitted at each iteration
+      (:mod:`~dynbo.policies.fit_strategy`): ``"warm-newton"`` (default: projected Newton
+      with the analytic Hessian from the previous values and from the runner-up optimum,
+      and L-BFGS-B from the fresh values only when the restart rule asks for it; a few
+      likelihood evaluations per fit) or ``"two-start"`` (L-BFGS-B from the previous and
+      the fresh values at every fit: the behaviour before this option, for reruns of
+      earlier reproductions).
     - ``hyperparameter_bounds``: overrides of :class:`HyperparameterBounds` fields, e.g.
       ``{"noise": (1e-4, 1.0), "fixed": ["noise"]}``, within
       :data:`~dynbo.models.kernel.HYPERPARAMETER_RANGE` (lengthscales ``[1e-6, 1e6]`` in
@@ -139,7 +148,8 @@ class PolicyOptions:
         beta_schedule: the exploration schedule.
         exploration: how ``beta`` becomes the multiplier ``kappa`` of ``sigma``.
         search: the acquisition box search.
-        fit_iterations: L-BFGS-B iteration cap per fit.
+        fit_iterations: iteration cap per start of a fit.
+        fit_strategy: ``"warm-newton"`` or ``"two-start"``.
         min_fit_size: smallest dataset that is fitted (the policy's default filled in).
         hyperpriors: whether the fit is maximum a posteriori.
         time_scale: the time unit of the temporal prior, or ``None``.
@@ -164,6 +174,7 @@ class PolicyOptions:
     exploration: Exploration
     search: BoxSearch
     fit_iterations: int
+    fit_strategy: str
     min_fit_size: int
     hyperpriors: bool
     time_scale: float | None
@@ -208,6 +219,7 @@ class PolicyOptions:
         learn_hyperparameters: Any,
         min_fit_size: Any,
         fit_iterations: Any,
+        fit_strategy: Any,
         hyperparameter_bounds: Any,
         initial_hyperparameters: Any,
         hyperpriors: Any,
@@ -265,6 +277,8 @@ class PolicyOptions:
         fit_cap = at_most(
             "fit_iterations", fit_iterations, SEARCH_LIMITS["max_iterations"], positive_int
         )
+        if not isinstance(fit_strategy, str) or fit_strategy not in FIT_STRATEGIES:
+            raise ValueError(f"fit_strategy must be one of {FIT_STRATEGIES}, got {fit_strategy!r}")
         smallest_fit = positive_int(
             "min_fit_size",
             policy.default_min_fit_size if min_fit_size is None else min_fit_size,
@@ -323,6 +337,7 @@ class PolicyOptions:
             exploration=exploration,
             search=search,
             fit_iterations=fit_cap,
+            fit_strategy=fit_strategy,
             min_fit_size=smallest_fit,
             hyperpriors=priors,
             time_scale=time_scale,

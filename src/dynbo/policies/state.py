@@ -19,6 +19,7 @@ import torch
 
 from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.additional import AdditionalRequests
+from dynbo.policies.fit_strategy import FitHistory
 from dynbo.policies.health import HealthMonitor
 from dynbo.policies.records import Diagnostics
 from dynbo.validation import optional_number
@@ -196,6 +197,7 @@ def capture_state(policy: Policy) -> dict[str, Any]:
         "additional": policy._requests.state(),
         "health": policy._health.state(),
         "pending": [[x.tolist(), t] for x, t in policy._pending],
+        "fit_history": None if policy._fit_history is None else policy._fit_history.state(),
     }
 
 
@@ -232,6 +234,8 @@ def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
     policy._awaiting = (
         None if awaiting is None else (float(awaiting[0]), int(awaiting[1]), float(awaiting[2]))
     )
+    # states saved before the restart rule have none: the next fit runs the fresh start
+    policy._fit_history = FitHistory.from_state(state.get("fit_history"))
     # states saved before the health monitor have none: a fresh one
     policy._health = HealthMonitor.from_state(state.get("health"))
     # states saved before pending queries were tracked have none
