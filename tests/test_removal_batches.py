@@ -320,8 +320,8 @@ def test_wdbo_budget_cut_replays_at_the_same_check():
     batched, reference = pair("wdbo", 100, 4, min_dataset_size=2)
     for policy in (batched, reference):
         policy._budget = 1e9
-        # the removal loop's checks are the call's first (no fit): cut before removal 6
-        policy.suggest(10.5, budget=Budget.replay([6]))
+        # the removal loop's sixth check: cut before removal 6
+        policy.suggest(10.5, budget=Budget.replay([("removal loop", 6)]))
         report = policy.diagnostics.extra["time_budget"]
         assert report["spent_at"][0]["where"] == "removal loop"
     assert batched.diagnostics.extra["removal_cut"] == "stopped after 5 removal(s)"
