@@ -13,8 +13,8 @@ a list of events (each ``{"kind", "message", ...}``):
 * ``dataset_at_minimum``: the dataset has been at its minimum size (``min_dataset_size``,
   1 for the policies without one) for ``streak`` iterations in a row (reported when the
   streak reaches it and again every ``streak`` iterations).
-* ``collapse``: both at once: the state an independent W-DBO reproduction found in 6
-  of 10 seeds, never left by itself (a fit without ``lengthscale_time_floor``; the
+* ``collapse``: both at once: a state an independent W-DBO reproduction reported the
+  policy never left by itself (a fit without ``lengthscale_time_floor``; the
   default floor keeps ``l_T`` at or above the sampling interval).
 * ``jitter``: the GP's Cholesky factor needed diagonal jitter (a near-singular
   covariance: duplicated points, a lengthscale too long for the noise).
