@@ -116,3 +116,17 @@ def test_a_failing_batch_leaves_the_policy_as_it_was(monkeypatch):
         policy.suggest_batch(10.0, 4)
     assert_states_equal(before, policy.state_dict())
     assert policy.pending == []
+
+
+def test_a_float32_policy_matches_its_answers_and_forgets_what_it_rounded():
+    """It keeps x rounded to float32: a retraction with the float64 point it was told
+    (as the service logs it) must still find the observation, and an answer at a
+    pending query's point clears it."""
+    policy = filled("gp-ucb", dtype="float32")
+    query = policy.suggest(10.0)
+    policy.observe(query.x, query.t, 0.5)
+    assert policy.pending == []
+    told = [0.123456789012, 0.987654321098]  # not float32 numbers
+    policy.observe(told, 11.0, 0.25)
+    policy.forget(told, 11.0, 0.25)
+    assert policy.dataset_size == 11
