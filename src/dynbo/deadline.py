@@ -41,6 +41,7 @@ __all__ = [
     "DeadlineExceeded",
     "Interrupted",
     "check",
+    "soft_budget_active",
     "spent",
     "within",
 ]
@@ -223,6 +224,12 @@ def check(where: str) -> None:
     """Check the active deadlines, outermost first (see :meth:`Deadline.check`)."""
     for deadline in _ACTIVE.get():
         deadline.check(where)
+
+
+def soft_budget_active() -> bool:
+    """Whether a :class:`Budget` is among the active deadlines (whose checks may raise
+    :class:`BudgetSpent` for the caller to catch)."""
+    return any(isinstance(d, Budget) for d in _ACTIVE.get())
 
 
 def spent(where: str) -> bool:

@@ -462,10 +462,13 @@ class Policy(ABC):
         health = self._health.before_fit(self)
         prepared = _time.perf_counter()
         if self.learn_hyperparameters and self.dataset_size >= self.min_fit_size:
-            snapshot = self._snapshot()
+            # only a soft budget can stop the fit half-way and keep going: the snapshot
+            # (a copy of the subclass state) is taken only then
+            snapshot = self._snapshot() if deadline.soft_budget_active() else None
             try:
                 diag.fit_evaluations = self._fit_or_reuse(t).evaluations
             except BudgetSpent:  # the previous hyperparameters, in the data's units
+                assert snapshot is not None
                 self._restore(snapshot)
                 self._restandardize()
         elif self.dataset_size > 0:
