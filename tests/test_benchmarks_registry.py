@@ -28,6 +28,9 @@ ALL_NAMES = {
     "temperature-sensors",
     "wlan",
     "cartpole",
+    "moving-hazard",
+    "wlan-min-rate",
+    "cartpole-track",
 }
 
 

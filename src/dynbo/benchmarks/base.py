@@ -5,6 +5,13 @@ A benchmark is a maximization problem ``f(x, t)``, ``x`` in a box ``S`` of ``R^d
 seconds the objective takes to answer), the noiseless ``f`` (vectorized over points),
 and its maximum over ``S`` at any time (for the regret). Benchmarks know nothing of
 policies or clocks.
+
+A *constrained* benchmark also has black-box constraints ``c_j(x, t)``, ``c_j >= 0``
+being safe (:attr:`Benchmark.constraint_names`, :meth:`Benchmark.constraints`): its
+feasible set is known exactly (the noise-free constraint values), its :meth:`optimum`
+is the best *feasible* value at ``t`` (the regret is measured against it), and
+:meth:`Benchmark.safe_points` lists points known to be feasible at every time of the
+horizon (the seeds of a safe policy).
 """
 
 from __future__ import annotations
@@ -79,6 +86,10 @@ class Benchmark(ABC):
         arm_covariance: ``(N, N)`` covariance of ``f`` over the candidates that the
             benchmark's papers give the algorithms as their spatial kernel, or ``None``.
         temporal_kernel: the temporal kernel family the papers pair with it.
+        constraint_names: the names of the black-box constraints ``c_j(x, t) >= 0``
+            (empty for an unconstrained benchmark, the default).
+        constraint_noise_variance: variance of the additive Gaussian noise of a constraint
+            observation (:meth:`observe_constraints`), in the constraints' squared units.
     """
 
     name: str
@@ -92,6 +103,8 @@ class Benchmark(ABC):
     candidates: np.ndarray | None = None
     arm_covariance: np.ndarray | None = None
     temporal_kernel: str = "matern32"
+    constraint_names: tuple[str, ...] = ()
+    constraint_noise_variance: float = 0.0
 
     @abstractmethod
     def f(self, x: np.ndarray, t: float | np.ndarray) -> np.ndarray:
@@ -147,6 +160,73 @@ class Benchmark(ABC):
     @abstractmethod
     def optimum(self, t: float) -> tuple[np.ndarray, float]:
         """``(x*, f*)``: a maximizer of ``f(., t)`` over the domain and the maximum."""
+
+    # ------------------------------------------------------------------ constraints
+    def constraint_values(self, x: np.ndarray, t: float | np.ndarray) -> np.ndarray:
+        """Noise-free constraint values, one column per name of :attr:`constraint_names`.
+
+        A constrained benchmark overrides this; ``c_j(x, t) >= 0`` is safe.
+
+        Args:
+            x: ``(m, d)`` points (original units), already checked.
+            t: a time or ``(m,)`` times, already checked.
+
+        Returns:
+            ``(m, J)`` values, ``J = len(constraint_names)`` (``(m, 0)`` without constraints).
+        """
+        if self.constraint_names:
+            raise NotImplementedError(f"{self.name}: constraint_values is not implemented")
+        return np.zeros((np.asarray(x).reshape(-1, self.dim).shape[0], 0))
+
+    def constraints(self, x: Any, t: Any) -> dict[str, np.ndarray]:
+        """Noise-free constraint values by name (``{}`` for an unconstrained benchmark).
+
+        Args:
+            x: ``(m, d)`` points or one ``(d,)`` point (original units).
+            t: a time, or ``(m,)`` times, in ``time_unit``.
+
+        Returns:
+            ``name -> (m,)`` values (0-d arrays for a ``(d,)`` point); ``>= 0`` is safe.
+
+        Raises:
+            ValueError: as :meth:`checked_input`.
+        """
+        points, times = self.checked_input(x, t)
+        single = points.ndim == 1
+        values = self.constraint_values(points.reshape(-1, self.dim), times)
+        return {
+            name: (values[0, j].reshape(()) if single else values[:, j].copy())
+            for j, name in enumerate(self.constraint_names)
+        }
+
+    def feasible(self, x: Any, t: Any) -> np.ndarray:
+        """Whether points satisfy every constraint (noise-free): ``(m,)`` bools (0-d for a
+        ``(d,)`` point; all true without constraints)."""
+        points, times = self.checked_input(x, t)
+        values = self.constraint_values(points.reshape(-1, self.dim), times)
+        ok = np.all(values >= 0.0, axis=1)
+        return ok.reshape(()) if points.ndim == 1 else ok
+
+    def observe_constraints(
+        self, x: np.ndarray, t: float, rng: np.random.Generator
+    ) -> dict[str, float]:
+        """One noisy observation of every constraint at one point ``x`` ``(d,)``:
+        ``c_j(x, t) + e_j``, ``e_j ~ N(0, constraint_noise_variance)`` independent
+        (one normal draw per constraint, in :attr:`constraint_names` order)."""
+        exact = self.constraints(np.asarray(x, dtype=float).reshape(self.dim), t)
+        scale = math.sqrt(self.constraint_noise_variance)
+        out = {}
+        for name in self.constraint_names:
+            value = float(exact[name])
+            if scale > 0:
+                value += scale * float(rng.standard_normal())
+            out[name] = value
+        return out
+
+    def safe_points(self) -> np.ndarray:
+        """``(k, d)`` points known to be feasible at every time in ``[0, horizon]`` (the
+        seeds of a safe policy); ``(0, d)`` when none is known (the default)."""
+        return np.zeros((0, self.dim))
 
     def info(self) -> BenchmarkInfo:
         return BenchmarkInfo(

@@ -22,6 +22,7 @@ from typing import Any
 
 from dynbo.benchmarks.base import Benchmark
 from dynbo.benchmarks.cartpole import CartPole
+from dynbo.benchmarks.constrained import CONSTRAINED_BENCHMARKS
 from dynbo.benchmarks.markov import MarkovChainGP
 from dynbo.benchmarks.rkhs import DriftingRKHS
 from dynbo.benchmarks.synthetic import SYNTHETIC_BENCHMARKS
@@ -43,6 +44,7 @@ _BENCHMARKS: dict[str, Callable[..., Benchmark]] = {
     TemperatureSensors.name: TemperatureSensors,
     CartPole.name: CartPole,
     WLAN.name: WLAN,
+    **CONSTRAINED_BENCHMARKS,
 }
 
 

@@ -25,6 +25,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.optimize
@@ -34,6 +35,7 @@ __all__ = [
     "BoxSearchSettings",
     "OptimumCache",
     "maximize_box",
+    "maximize_constrained",
     "maximize_interval",
     "polish",
     "sobol_unit_sample",
@@ -314,3 +316,91 @@ def maximize_interval(
     point_values = values(points)
     best = int(np.argmax(point_values))
     return float(points[best]), float(point_values[best])
+
+
+#: A point one function of :func:`maximize_constrained` maps to ``(value, gradient)``:
+#: ``(d,)`` to a float and a ``(d,)`` array.
+PointValueAndGradient = Callable[[np.ndarray], tuple[float, np.ndarray]]
+#: ``(d,)`` to ``(J,)`` constraint values (``>= 0`` feasible) and their ``(J, d)`` Jacobian.
+ConstraintsAndJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def maximize_constrained(
+    value_and_gradient: PointValueAndGradient,
+    constraints_and_jacobian: ConstraintsAndJacobian,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    starts: np.ndarray,
+    *,
+    margin: float = 1e-9,
+    max_iterations: int = 200,
+) -> tuple[np.ndarray, float] | None:
+    """The best feasible point that SLSQP reaches from each of ``starts`` (box and constraints).
+
+    Each start is polished by SLSQP (Kraft 1988, "A software package for sequential
+    quadratic programming") in the unit cube of the box, with the constraints tightened
+    to ``c >= margin`` so that a result on the boundary is feasible exactly, not up to the
+    solver's tolerance. Only points whose exact constraint values are all ``>= 0`` count;
+    a feasible start is its own fallback (SLSQP may end worse than it began).
+
+    Args:
+        value_and_gradient: one point ``(d,)`` (original units) to the value to maximize
+            and its ``(d,)`` gradient.
+        constraints_and_jacobian: one point ``(d,)`` to ``(J,)`` constraint values and
+            their ``(J, d)`` Jacobian (original units); feasible is every value ``>= 0``.
+        lower, upper: ``(d,)`` corners of the box.
+        starts: ``(k, d)`` starting points (clipped to the box).
+        margin: how far inside the constraints SLSQP is asked to stay (the constraints'
+            units).
+        max_iterations: SLSQP iteration cap per start.
+
+    Returns:
+        ``(x (d,), value)`` of the best feasible point found, or ``None`` when neither a
+        start nor a polished point is feasible.
+    """
+    lower = np.asarray(lower, dtype=float)
+    upper = np.asarray(upper, dtype=float)
+    width = upper - lower
+    best: tuple[np.ndarray, float] | None = None
+
+    def consider(point: np.ndarray) -> None:
+        nonlocal best
+        values, _ = constraints_and_jacobian(point)
+        if np.all(values >= 0.0):
+            value = float(value_and_gradient(point)[0])
+            if best is None or value > best[1]:
+                best = (point.copy(), value)
+
+    def objective(u: np.ndarray) -> tuple[float, np.ndarray]:
+        value, gradient = value_and_gradient(lower + np.clip(u, 0.0, 1.0) * width)
+        return -float(value), -np.asarray(gradient) * width
+
+    last: list[Any] = [None, None]  # SLSQP asks values and Jacobian apart: computed once
+
+    def evaluated(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if last[0] is None or not np.array_equal(last[0], u):
+            last[0], last[1] = (
+                u.copy(),
+                constraints_and_jacobian(lower + np.clip(u, 0.0, 1.0) * width),
+            )
+        return last[1]
+
+    def tightened(u: np.ndarray) -> np.ndarray:
+        return evaluated(u)[0] - margin
+
+    def jacobian(u: np.ndarray) -> np.ndarray:
+        return evaluated(u)[1] * width
+
+    for start in np.clip(np.atleast_2d(np.asarray(starts, dtype=float)), lower, upper):
+        consider(start)
+        result = scipy.optimize.minimize(
+            objective,
+            (start - lower) / width,
+            jac=True,
+            method="SLSQP",
+            bounds=[(0.0, 1.0)] * lower.size,
+            constraints=[{"type": "ineq", "fun": tightened, "jac": jacobian}],
+            options={"maxiter": max_iterations, "ftol": 1e-13},
+        )
+        consider(np.clip(lower + np.clip(result.x, 0.0, 1.0) * width, lower, upper))
+    return best
