@@ -200,7 +200,7 @@ def test_the_cap_over_http(tmp_path):
         assert info.value.status == 409 and "max_dataset_size is 1" in str(info.value)
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_service_store_is_migrated_with_nothing_lost(tmp_path, version):
     import sqlite3
 
@@ -215,8 +215,12 @@ def test_an_older_service_store_is_migrated_with_nothing_lost(tmp_path, version)
     manager.store.close()
     # make it a store of that version: without the later columns (SQLite >= 3.35)
     db = sqlite3.connect(path)
-    db.execute("ALTER TABLE events DROP COLUMN forgets")
-    db.execute("ALTER TABLE events DROP COLUMN reason")
+    db.execute("ALTER TABLE studies DROP COLUMN max_pending")
+    db.execute("ALTER TABLE studies DROP COLUMN pending_expiry")
+    db.execute("ALTER TABLE events DROP COLUMN constraints")
+    if version <= 2:
+        db.execute("ALTER TABLE events DROP COLUMN forgets")
+        db.execute("ALTER TABLE events DROP COLUMN reason")
     if version == 1:
         db.execute("ALTER TABLE studies DROP COLUMN max_dataset_size")
     db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
@@ -227,13 +231,15 @@ def test_an_older_service_store_is_migrated_with_nothing_lost(tmp_path, version)
     manager = StudyManager(ServiceStore(path), refit=False)
     try:
         assert manager.info("a")["max_dataset_size"] is None
+        assert manager.info("a")["max_pending"] == 1
+        assert manager.info("a")["pending_expiry"] is None
         assert [e.kind for e in manager.history("a")] == ["observe", "suggest"]
         assert manager.suggest("a", 1.0)["query_id"] == query["query_id"]  # still pending
         assert manager.forget("a", 1, "a forget needs version 3")["forgets"] == 1
     finally:
         manager.store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
     assert storage_files._columns(db) == storage_files.schema_columns(storage._SCHEMA)
     db.close()
 

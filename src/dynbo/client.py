@@ -14,8 +14,8 @@ Usage::
 Connection errors, timeouts and 502/503/504 answers are retried with exponential
 backoff. Retrying can never record an observation twice: each :meth:`Client.observe`
 call draws one idempotency key and sends it with every attempt, and the server
-answers a key it has committed with the first response. A retried ``suggest`` gets the
-pending query (the one a lost response carried), not a new one.
+answers a key it has committed with the first response. A ``suggest`` does the same:
+its retries get the query a lost response carried, not a new one.
 
 Errors the server answers (4xx) raise :class:`ServiceError` with its status and
 message, at once (they are not retried).
@@ -128,6 +128,8 @@ class Client:
         clock: str = "wall",
         exist_ok: bool = False,
         max_dataset_size: int | None = None,
+        max_pending: int = 1,
+        pending_expiry: float | None = None,
     ) -> dict[str, Any]:
         """Create a study (``exist_ok``: return the existing one of that name instead).
 
@@ -138,6 +140,9 @@ class Client:
         or ``"client"`` (you give ``t`` to every suggest and observe).
         ``max_dataset_size``: the most observations the study's policy may keep
         (``None``: no cap); an observation that could take it over is refused (409).
+        ``max_pending``: the most queries out at once (one per device evaluating in
+        parallel); ``pending_expiry``: seconds of the study's clock after which a query
+        out stops counting as out (``None``: never).
         """
         body = {
             "name": name,
@@ -149,6 +154,10 @@ class Client:
         }
         if max_dataset_size is not None:
             body["max_dataset_size"] = max_dataset_size
+        if max_pending != 1:
+            body["max_pending"] = max_pending
+        if pending_expiry is not None:
+            body["pending_expiry"] = float(pending_expiry)
         try:
             return self._request("POST", "/studies", body)
         except ServiceError as err:
@@ -175,15 +184,18 @@ class Client:
         *,
         replace: bool = False,
         budget: float | None = None,
+        key: str | None = None,
     ) -> Suggestion:
         """The next query of study ``name`` (``t``: the time now, client clock only).
 
-        While a query is pending it is returned again; ``replace=True`` asks afresh (a
-        retry after a lost answer then asks afresh once more: the lost query stays
-        answerable). ``budget``: seconds the policy may compute for this suggestion (its
-        fit and acquisition search stop early and keep what they have).
+        While the study's ``max_pending`` queries are out, the oldest is returned again;
+        ``replace=True`` asks afresh (the oldest stays answerable). ``budget``: seconds the
+        policy may compute for this suggestion (its fit and acquisition search stop early
+        and keep what they have). ``key``: the idempotency key (default: a fresh random
+        one for this call, kept across its retries, so that a retry after a lost answer
+        gets the same query).
         """
-        body: dict[str, Any] = {"replace": replace}
+        body: dict[str, Any] = {"replace": replace, "key": key or uuid.uuid4().hex}
         if t is not None:
             body["t"] = float(t)
         if budget is not None:

@@ -7,12 +7,12 @@ Routes (JSON unless said; the OpenAPI description is ``GET /openapi.json``)::
     GET    /health                        {"status": "ok", "studies": n}
     GET    /studies                       every study with its counts
     POST   /studies                       create: {name, policy, bounds, options, seed, clock,
-                                          max_dataset_size}
-    GET    /studies/{name}                policy, dataset size, pending query,
+                                          max_dataset_size, max_pending, pending_expiry}
+    GET    /studies/{name}                policy, dataset size, queries out,
                                           hyperparameters, last diagnostics
     DELETE /studies/{name}
-    POST   /studies/{name}/suggest        {t?, replace?, budget?} -> {query_id, x, t, additional,
-                                          repeated}
+    POST   /studies/{name}/suggest        {t?, replace?, budget?, key?} -> {query_id, x, t,
+                                          additional, repeated}
     POST   /studies/{name}/observe        {y, query_id? | x, t?, additional?, key?}
     DELETE /studies/{name}/observations/{seq}?reason=...   retract observation event seq
     GET    /studies/{name}/alarms         health alarms, a server-sent event stream
@@ -129,6 +129,16 @@ class StudyIn(_Body):
         description="the most observations the policy may keep (null: no cap); an "
         "observation that could take the dataset over it is refused with 409",
     )
+    max_pending: int = Field(
+        1,
+        description="the most queries out (returned, not answered) at once: one per device "
+        "that evaluates in parallel; each new query accounts for those out",
+    )
+    pending_expiry: float | None = Field(
+        None,
+        description="seconds of the study's clock after which a query out stops counting as "
+        "out, at the next suggest (null: never); it stays answerable",
+    )
 
 
 class SuggestIn(_Body):
@@ -136,7 +146,14 @@ class SuggestIn(_Body):
 
     t: float | None = Field(None, description="the time now (client clock only)")
     replace: bool = Field(
-        False, description="ask afresh even if a query is pending (default: return it)"
+        False,
+        description="ask afresh even if max_pending queries are out (the oldest then stops "
+        "counting as out; default: return it again)",
+    )
+    key: str | None = Field(
+        None,
+        max_length=MAX_KEY_LENGTH,
+        description="idempotency key: a repeated key returns the query it returned first",
     )
     budget: float | None = Field(
         None,
@@ -179,7 +196,9 @@ class QueryOut(BaseModel):
     x: list[float]
     t: float
     additional: list[list[float]]
-    repeated: bool = Field(description="true: the pending query, returned again")
+    repeated: bool = Field(
+        description="true: a query out returned again (max_pending out, or a repeated key)"
+    )
 
 
 class ObservationOut(BaseModel):
@@ -410,6 +429,8 @@ def create_app(
             seed=body.seed,
             clock=body.clock,
             max_dataset_size=body.max_dataset_size,
+            max_pending=body.max_pending,
+            pending_expiry=body.pending_expiry,
         )
 
     @app.get("/studies/{name}", summary="A study: policy, dataset size, hyperparameters")
@@ -435,6 +456,7 @@ def create_app(
                 body.t,
                 replace=body.replace,
                 budget=body.budget,
+                key=body.key,
                 heavy=True,
                 cancel=cancel,
             )

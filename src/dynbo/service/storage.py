@@ -35,8 +35,10 @@ from dynbo.sqlite_files import check_store_file, store_path
 __all__ = ["DamagedLog", "Event", "ServiceStore", "StudyRecord", "plain"]
 
 #: 2 added ``studies.max_dataset_size``; 3 the ``forget`` events (``events.forgets`` and
-#: ``events.reason``). An older store is migrated when opened.
-SCHEMA_VERSION = 3
+#: ``events.reason``); 4 several queries out per study (``studies.max_pending`` and
+#: ``studies.pending_expiry``) and an observation's constraint values
+#: (``events.constraints``). An older store is migrated when opened.
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,7 +50,9 @@ CREATE TABLE IF NOT EXISTS studies (
     seed INTEGER NOT NULL,
     clock TEXT NOT NULL CHECK (clock IN ('wall', 'client')),
     created_at REAL NOT NULL,
-    max_dataset_size INTEGER
+    max_dataset_size INTEGER,
+    max_pending INTEGER,
+    pending_expiry REAL
 );
 CREATE TABLE IF NOT EXISTS events (
     study TEXT NOT NULL REFERENCES studies(name) ON DELETE CASCADE,
@@ -68,6 +72,7 @@ CREATE TABLE IF NOT EXISTS events (
     wall REAL NOT NULL,
     forgets INTEGER,
     reason TEXT,
+    constraints TEXT,
     PRIMARY KEY (study, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_key
@@ -90,10 +95,12 @@ def _without(schema: str, *parts: str) -> str:
     return schema
 
 
+_PENDING_PARTS = (",\n    max_pending INTEGER,\n    pending_expiry REAL", "\n    constraints TEXT,")
 _FORGET_PARTS = (", 'forget'", "\n    forgets INTEGER,\n    reason TEXT,")
 _OLDER_SCHEMAS = {
-    2: _without(_SCHEMA, *_FORGET_PARTS),
-    1: _without(_SCHEMA, *_FORGET_PARTS, ",\n    max_dataset_size INTEGER"),
+    3: _without(_SCHEMA, *_PENDING_PARTS),
+    2: _without(_SCHEMA, *_PENDING_PARTS, *_FORGET_PARTS),
+    1: _without(_SCHEMA, *_PENDING_PARTS, *_FORGET_PARTS, ",\n    max_dataset_size INTEGER"),
 }
 #: the events table's columns of version 2, in order (what its rebuild copies)
 _EVENT_COLUMNS_V2 = (
@@ -106,8 +113,8 @@ _MIGRATIONS = {
     # dropped with the old table and made again by the schema)
     2: (
         "ALTER TABLE events RENAME TO events_v2",
-        _SCHEMA[
-            _SCHEMA.index("CREATE TABLE IF NOT EXISTS events") : _SCHEMA.index(
+        _OLDER_SCHEMAS[3][
+            _OLDER_SCHEMAS[3].index("CREATE TABLE IF NOT EXISTS events") : _OLDER_SCHEMAS[3].index(
                 "CREATE UNIQUE INDEX"
             )
         ]
@@ -115,6 +122,11 @@ _MIGRATIONS = {
         .rstrip(";"),
         f"INSERT INTO events ({_EVENT_COLUMNS_V2}) SELECT {_EVENT_COLUMNS_V2} FROM events_v2",
         "DROP TABLE events_v2",
+    ),
+    3: (
+        "ALTER TABLE studies ADD COLUMN max_pending INTEGER",
+        "ALTER TABLE studies ADD COLUMN pending_expiry REAL",
+        "ALTER TABLE events ADD COLUMN constraints TEXT",
     ),
 }
 
@@ -155,6 +167,10 @@ class StudyRecord:
     created_at: float
     #: the most observations the study's policy may keep (``None``: no cap)
     max_dataset_size: int | None = None
+    #: the most queries out (returned, not answered) at once
+    max_pending: int = 1
+    #: study-clock seconds after which a query out stops counting as out (``None``: never)
+    pending_expiry: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +182,8 @@ class StudyRecord:
             "clock": self.clock,
             "created_at": self.created_at,
             "max_dataset_size": self.max_dataset_size,
+            "max_pending": self.max_pending,
+            "pending_expiry": self.pending_expiry,
         }
 
 
@@ -193,6 +211,7 @@ class Event:
         wall: Unix time the event was committed.
         forgets: a forget's target: the ``seq`` of the observe event it retracts.
         reason: a forget's reason, as the client gave it.
+        constraints: an observe's constraint values ``{name: value}`` (``None``: none).
     """
 
     seq: int
@@ -211,6 +230,7 @@ class Event:
     wall: float
     forgets: int | None = None
     reason: str | None = None
+    constraints: dict[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "response"}
@@ -219,7 +239,7 @@ class Event:
 
 _EVENT_COLUMNS = (
     "seq, kind, query_id, asked_t, x, t, y, additional, idempotency_key, response, "
-    "dataset_size, seconds, diagnostics, wall, forgets, reason"
+    "dataset_size, seconds, diagnostics, wall, forgets, reason, constraints"
 )
 
 
@@ -263,6 +283,7 @@ def _decode_event(row: Sequence[Any]) -> Event:
         wall=float(row[13]),
         forgets=None if row[14] is None else int(row[14]),
         reason=row[15],
+        constraints=None if row[16] is None else json.loads(row[16]),
     )
 
 
@@ -354,7 +375,7 @@ class ServiceStore:
         try:
             with self._transaction() as db:
                 db.execute(
-                    "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         record.name,
                         record.policy,
@@ -364,6 +385,8 @@ class ServiceStore:
                         record.clock,
                         record.created_at,
                         record.max_dataset_size,
+                        record.max_pending,
+                        record.pending_expiry,
                     ),
                 )
         except sqlite3.IntegrityError:
@@ -423,6 +446,7 @@ class ServiceStore:
         diagnostics: Mapping[str, Any] | None = None,
         forgets: int | None = None,
         reason: str | None = None,
+        constraints: Mapping[str, float] | None = None,
     ) -> float:
         """Commit one event (one transaction); returns its wall time.
 
@@ -432,7 +456,7 @@ class ServiceStore:
         wall = time.time()
         with self._transaction() as db:
             db.execute(
-                f"INSERT INTO events (study, {_EVENT_COLUMNS}) VALUES ({', '.join('?' * 17)})",
+                f"INSERT INTO events (study, {_EVENT_COLUMNS}) VALUES ({', '.join('?' * 18)})",
                 (
                     study,
                     seq,
@@ -451,6 +475,7 @@ class ServiceStore:
                     wall,
                     forgets,
                     reason,
+                    None if constraints is None else _dumps(dict(constraints)),
                 ),
             )
         return wall
@@ -535,4 +560,7 @@ def _study(row: Sequence[Any]) -> StudyRecord:
         clock=row[5],
         created_at=float(row[6]),
         max_dataset_size=None if row[7] is None else int(row[7]),
+        # a study made before schema 4 had one query out, never expiring
+        max_pending=1 if row[8] is None else int(row[8]),
+        pending_expiry=None if row[9] is None else float(row[9]),
     )

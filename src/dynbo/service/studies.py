@@ -34,6 +34,7 @@ import numpy as np
 
 from dynbo.deadline import Budget, Deadline, DeadlineExceeded, Interrupted, within
 from dynbo.policies import Policy, available, make, option_defaults, policy_class
+from dynbo.policies.base import MAX_BATCH
 from dynbo.service.storage import DamagedLog, Event, ServiceStore, StudyRecord, plain
 
 __all__ = [
@@ -73,6 +74,8 @@ OPTION_LIMITS = {
 #: how deeply an option value may nest lists and objects (``candidates`` is 2 levels): the
 #: policies and the store walk option values recursively.
 MAX_OPTION_DEPTH = 8
+#: the most queries a study may have out at once (``max_pending``): a policy's batch limit
+MAX_PENDING = MAX_BATCH
 #: the devices a request may put a policy on.
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:[0-9]{1,3})?")
 #: options a study takes as fields of its own, not as policy options.
@@ -135,7 +138,8 @@ class _Study:
     observations: int = 0
     observations_at_checkpoint: int = 0
     queries: dict[int, QueryRecord] = field(default_factory=dict)
-    pending: int | None = None
+    #: the queries out (returned, not answered, neither expired nor replaced), oldest first
+    pending: list[int] = field(default_factory=list)
     last_time: float | None = None
     replay_mismatches: int = 0
     last_suggest_seconds: float | None = None
@@ -153,6 +157,49 @@ def _logged_budget(event: Event) -> Budget | None:
     if not report:
         return None
     return Budget.replay(report["spent_at"])
+
+
+def _unexpired(study: _Study, asked: float) -> list[int]:
+    """The queries out that have not expired at study time ``asked``, oldest first."""
+    expiry = study.record.pending_expiry
+    if expiry is None:
+        return list(study.pending)
+    return [q for q in study.pending if asked - study.queries[q].asked_t <= expiry]
+
+
+def _released(study: _Study, asked: float) -> list[int]:
+    """The queries out that a suggestion logged at study time ``asked`` stops counting.
+
+    Those out for more than the study's ``pending_expiry`` seconds, and then, when
+    ``max_pending`` are still out, the oldest (the suggestion replaced it). The live call
+    and the replay both apply this rule, so that the policy accounts for the same
+    queries at every replayed suggestion.
+    """
+    out = _unexpired(study, asked)
+    replaced = out[: max(0, len(out) - study.record.max_pending + 1)]
+    return [q for q in study.pending if q not in out] + replaced
+
+
+def _check_pending_limits(max_pending: Any, pending_expiry: Any) -> tuple[int, float | None]:
+    if (
+        isinstance(max_pending, bool)
+        or not isinstance(max_pending, int)
+        or not 1 <= max_pending <= MAX_PENDING
+    ):
+        raise Invalid(
+            f"max_pending must be an integer from 1 to {MAX_PENDING}, got {max_pending!r}"
+        )
+    if pending_expiry is not None:
+        expiry = _finite("pending_expiry", pending_expiry)
+        if expiry <= 0:
+            raise Invalid(f"pending_expiry must be positive seconds or null, got {expiry}")
+        return max_pending, expiry
+    return max_pending, None
+
+
+def _check_key(key: Any) -> None:
+    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH):
+        raise Invalid(f"the idempotency key must be 1 to {MAX_KEY_LENGTH} characters")
 
 
 def _check_name(name: Any) -> str:
@@ -302,6 +349,8 @@ class StudyManager:
         seed: int = 0,
         clock: str = "wall",
         max_dataset_size: int | None = None,
+        max_pending: int = 1,
+        pending_expiry: float | None = None,
     ) -> dict[str, Any]:
         """Create a study and its policy.
 
@@ -316,6 +365,12 @@ class StudyManager:
             max_dataset_size: the most observations the policy may keep (``None``: no
                 cap); an observation that could take it over is refused (409). A policy
                 that keeps every observation (``gp-ucb``) holds ``O(n^2)`` memory.
+            max_pending: the most queries out at once (1 to ``MAX_PENDING``): one per
+                device that evaluates in parallel. Each new query accounts for those out
+                (the policy's hallucinated observations).
+            pending_expiry: seconds of the study's clock after which a query out stops
+                counting as out, at the next suggestion (``None``: never); it stays
+                answerable.
 
         Raises:
             Invalid: a bad name, bounds, option or value (the policy's own message).
@@ -333,12 +388,22 @@ class StudyManager:
                 f"max_dataset_size must be an integer from 1 to {MAX_DATASET_SIZE} or null, "
                 f"got {max_dataset_size!r}"
             )
+        max_pending, pending_expiry = _check_pending_limits(max_pending, pending_expiry)
         try:
             instance = make(policy, bounds=bounds, seed=seed, **options)
         except (ValueError, TypeError, RecursionError) as err:
             raise Invalid(f"policy {policy!r}: {err}") from None
         record = StudyRecord(
-            name, policy, bounds, plain(options), seed, clock, self._clock(), max_dataset_size
+            name,
+            policy,
+            bounds,
+            plain(options),
+            seed,
+            clock,
+            self._clock(),
+            max_dataset_size,
+            max_pending,
+            pending_expiry,
         )
         with self._lock:
             if name in self._studies and not self._studies[name].deleted:
@@ -407,7 +472,7 @@ class StudyManager:
         policy = study.policy
         assert policy is not None
         diag = policy.diagnostics
-        pending = study.queries.get(study.pending) if study.pending is not None else None
+        out = [study.queries[q].response(study.record.name, repeated=True) for q in study.pending]
         return plain(
             {
                 **study.record.as_dict(),
@@ -417,9 +482,9 @@ class StudyManager:
                 "forgotten": study.forgotten,
                 "events": study.seq,
                 "last_time": study.last_time,
-                "pending": None
-                if pending is None
-                else pending.response(study.record.name, repeated=True),
+                # the oldest query out (what a suggest returns again when none may be added)
+                "pending": out[0] if out else None,
+                "pending_queries": out,
                 "hyperparameters": policy.hyperparameters.as_dict(),
                 "diagnostics": None if diag is None else diag.as_dict(),
                 "checkpoint_seq": study.checkpoint_seq,
@@ -466,11 +531,16 @@ class StudyManager:
         replace: bool = False,
         deadline: Deadline | None = None,
         budget: float | None = None,
+        key: str | None = None,
     ) -> dict[str, Any]:
         """The study's next query: ``{"query_id", "x", "t", "additional", "repeated"}``.
 
-        While a query is pending (returned, not answered), it is returned again
-        (``"repeated": true``) unless ``replace``, which asks the policy afresh.
+        Up to the study's ``max_pending`` queries may be out (returned, not answered);
+        each new one accounts for those out. When ``max_pending`` are out, the oldest is
+        returned again (``"repeated": true``) unless ``replace``, which asks the policy
+        afresh: the oldest then stops counting as out (it stays answerable). A query out
+        for more than the study's ``pending_expiry`` stops counting as out at the next
+        suggestion.
 
         Args:
             t: the time, required with the client's clock and refused with the wall
@@ -482,6 +552,8 @@ class StudyManager:
                 (``Policy.suggest(t, budget=...)``: the fit and the search stop early
                 and keep what they have); the checks it cut at are logged with the
                 suggestion, so that a replay cuts it at the same places.
+            key: the client's idempotency key: a repeated key is answered with the
+                query it returned first (``"repeated": true``), and nothing is asked.
 
         Raises:
             Invalid: a missing, extra or non-finite ``t``, or one before the latest time
@@ -490,8 +562,15 @@ class StudyManager:
                 policy is as it was before the call (``Policy.suggest`` restores it) and
                 nothing is logged.
         """
+        _check_key(key)
         study = self._loaded(name)
         try:
+            if key is not None:
+                previous = self.store.event_by_key(name, key)
+                if previous is not None:
+                    if previous.kind != "suggest" or previous.query_id not in study.queries:
+                        raise Conflict(f"the idempotency key was used by a {previous.kind} event")
+                    return study.queries[previous.query_id].response(name, repeated=True)
             # checked even when the pending query is returned: a bad t is refused alike
             asked = self._time(study, t, "suggest")
             if study.last_time is not None and asked < study.last_time:
@@ -499,22 +578,24 @@ class StudyManager:
                     f"time went backwards: suggest(t={asked!r}) before the latest time the "
                     f"study has seen (t={study.last_time!r})"
                 )
-            if study.pending is not None and not replace:
-                return study.queries[study.pending].response(name, repeated=True)
+            out = _unexpired(study, asked)
+            if len(out) >= study.record.max_pending and not replace:
+                return study.queries[out[0]].response(name, repeated=True)
+            released = _released(study, asked)
+            out = [q for q in out if q not in released]
             policy = study.policy
             assert policy is not None
-            # a replaced query stays answerable, but the policy stops accounting for it (a
-            # replay does the same: a suggest logged while a query was pending replaced it)
-            replaced = None if study.pending is None else study.queries[study.pending].x
             start = time.perf_counter()
             try:
                 try:
-                    if replaced is not None:
-                        policy.cancel_pending(replaced)
+                    # an expired or replaced query stays answerable, but the policy stops
+                    # accounting for it (the replay applies the same rule)
+                    for q in released:
+                        policy.cancel_pending(study.queries[q].x)
                     with within(deadline):
                         query = policy.suggest(asked, budget=budget)
                 except BaseException:
-                    if replaced is not None:
+                    if released:
                         study.policy = None  # the cancel took, the suggest did not: rebuild
                     raise
             except ValueError as err:
@@ -564,10 +645,11 @@ class StudyManager:
                 dataset_size=policy.dataset_size,
                 seconds=seconds,
                 diagnostics=diagnostics,
+                idempotency_key=key,
             )
             study.suggestions += 1
             study.queries[record.query_id] = record
-            study.pending = record.query_id
+            study.pending = [*out, record.query_id]
             study.last_time = asked if study.last_time is None else max(study.last_time, asked)
             study.last_suggest_seconds = seconds
             return record.response(name, repeated=False)
@@ -610,13 +692,14 @@ class StudyManager:
             Invalid: NaN/inf, a wrong shape, a point outside the bounds, a time before
                 the latest one, additional answers the policy refuses. Nothing changes.
         """
-        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH):
-            raise Invalid(f"the idempotency key must be 1 to {MAX_KEY_LENGTH} characters")
+        _check_key(key)
         study = self._loaded(name)
         try:
             if key is not None:
                 previous = self.store.event_by_key(name, key)
-                if previous is not None and previous.response is not None:
+                if previous is not None:
+                    if previous.kind != "observe" or previous.response is None:
+                        raise Conflict(f"the idempotency key was used by a {previous.kind} event")
                     return {**previous.response, "repeated": True}
             policy = study.policy
             assert policy is not None
@@ -703,8 +786,8 @@ class StudyManager:
             study.observations += 1
             if query is not None:
                 query.answered = True
-                if study.pending == query.query_id:
-                    study.pending = None
+                if query.query_id in study.pending:
+                    study.pending.remove(query.query_id)
             times = [when, *(a["t"] for a in answers)]
             if study.last_time is not None:
                 times.append(study.last_time)
@@ -987,9 +1070,10 @@ class StudyManager:
             replay = event.seq > start_seq
             if event.kind == "suggest":
                 assert event.query_id is not None and event.asked_t is not None
+                released = _released(fresh, event.asked_t)
                 if replay:
-                    if fresh.pending is not None:  # a replace: as the live call did
-                        policy.cancel_pending(fresh.queries[fresh.pending].x)
+                    for q in released:  # expired or replaced: as the live call did
+                        policy.cancel_pending(fresh.queries[q].x)
                     # exactly as logged: a budget that cut the suggestion cuts it again
                     # at the same checks; no deadline of the request that rebuilds it
                     with within(None):
@@ -1000,7 +1084,8 @@ class StudyManager:
                     event.query_id, event.x, event.t, event.asked_t, event.additional
                 )
                 fresh.suggestions += 1
-                fresh.pending = event.query_id
+                fresh.pending = [q for q in fresh.pending if q not in released]
+                fresh.pending.append(event.query_id)
                 fresh.last_suggest_seconds = event.seconds
                 times = [event.asked_t]
             elif event.kind == "forget":
@@ -1027,8 +1112,8 @@ class StudyManager:
                     fresh.observations_at_checkpoint = fresh.observations
                 if event.query_id is not None and event.query_id in fresh.queries:
                     fresh.queries[event.query_id].answered = True
-                    if fresh.pending == event.query_id:
-                        fresh.pending = None
+                    if event.query_id in fresh.pending:
+                        fresh.pending.remove(event.query_id)
                 times = [event.t] + [a["t"] for a in event.additional]
             fresh.seq = event.seq
             if fresh.last_time is not None:
