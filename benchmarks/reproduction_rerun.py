@@ -14,6 +14,19 @@ between the paper's OVERALL ranking of its policies and the measured one.
         --out docs/results/bolt_table3_modeled.json
     python benchmarks/reproduction_rerun.py w-sparq-rkhs --seeds 3 --equal-exploration 2.47 \
         --workers 2 --store results/rkhs-equal.sqlite --out docs/results/rkhs_equal_exploration.json
+
+Tuned settings (``docs/tuning.md``): ``--tuning-seeds`` and ``--budget`` first run
+``dynbo tune`` on the campaign (into ``--tuning-store``, resumably; the tuning seeds must
+be apart from the evaluation seeds), then evaluate the chosen settings; the JSON gets a
+``tuning`` block (every candidate's settings and score, the choice). ``--campaign FILE``
+evaluates a campaign file instead of the reproduction's own (e.g. the one ``dynbo tune
+--out`` wrote); the paper's numbers still come from NAME, and ``--seeds`` and the
+reference players still apply.
+
+    python benchmarks/reproduction_rerun.py w-sparq-rkhs --seeds 10 \
+        --tuning-seeds 100-102 --budget 4 --tuning-store results/rkhs-tuning.sqlite \
+        --tuned-campaign results/rkhs-tuned.toml --workers 1 \
+        --store results/rkhs-tuned.sqlite --out docs/results/rkhs_tuned.json
 """
 
 from __future__ import annotations
@@ -27,8 +40,15 @@ import time
 from scipy.stats import kendalltau
 
 from dynbo import reproductions
+from dynbo.cli.commands.tune import seed_list
 from dynbo.harness import Store
-from dynbo.harness.campaign import DEFAULT_RESPONSE_TIME, build_campaign, run_campaign
+from dynbo.harness.campaign import (
+    DEFAULT_RESPONSE_TIME,
+    build_campaign,
+    load_campaign,
+    run_campaign,
+)
+from dynbo.harness.tune import tune, write_campaign
 from dynbo.report.tables import OVERALL, SCORE, build_table
 
 
@@ -76,6 +96,49 @@ def timing(runs: list[dict], estimated: float) -> dict:
     }
 
 
+def campaign_config(args: argparse.Namespace) -> tuple[dict, dict | None]:
+    """The campaign to run (the reproduction's, or ``--campaign``'s, with the command's
+    overrides and the reference players) and the paper's numbers (``None``: a figure)."""
+    config, paper = reproductions.load(args.name)
+    if args.campaign is not None:
+        config = dict(load_campaign(args.campaign).config)
+    config["references"] = ["random", "oracle-lag"]
+    if args.seeds is not None:
+        config["seeds"] = args.seeds
+    if args.equal_exploration is not None:
+        config["equal_exploration"] = args.equal_exploration
+    if args.clock is not None:
+        protocol = config.setdefault("protocol", {})
+        protocol["clock"] = args.clock
+        if args.clock == "modeled":
+            protocol["response_time"] = args.response_time
+    return config, paper
+
+
+def tuning_json(result) -> dict:  # noqa: ANN001 - a TuningResult
+    """Every candidate's settings and score, and the choice, per policy entry."""
+    return {
+        "tuning_seeds": list(result.campaign.config["seeds"]),
+        "tuning_runs": result.outcome.total,
+        "tuning_failed": result.outcome.failed,
+        "entries": [
+            {
+                "heading": choice.heading,
+                "policy": choice.policy,
+                "tuned": list(choice.tuned_names),
+                "candidates": [
+                    {"settings": settings, "score": score if score != float("inf") else None}
+                    for settings, score in zip(choice.candidates, choice.scores)
+                ],
+                "chosen": choice.chosen,
+                "options": choice.options,
+                "provenance": choice.provenance,
+            }
+            for choice in result.choices
+        ],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", help="a reproduction (dynbo reproduce --help)")
@@ -93,23 +156,45 @@ def main() -> None:
         type=float,
         help="one multiplier of sigma for every policy (the campaign key equal_exploration)",
     )
+    parser.add_argument(
+        "--campaign",
+        help="a campaign TOML file to evaluate instead of the reproduction's own "
+        "(e.g. the one `dynbo tune --out` wrote)",
+    )
+    parser.add_argument(
+        "--tuning-seeds",
+        type=seed_list,
+        help="tune every policy first (dynbo tune) on these seeds, e.g. 100-104",
+    )
+    parser.add_argument("--budget", type=int, help="candidate settings per policy (tuning)")
+    parser.add_argument("--tuning-store", help="the tuning runs' store (required to tune)")
+    parser.add_argument("--tuned-campaign", help="also write the tuned campaign (TOML)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--store", required=True)
     parser.add_argument("--out", required=True, help="the JSON file to write")
     args = parser.parse_args()
-    config, paper = reproductions.load(args.name)
-    config["references"] = ["random", "oracle-lag"]
-    if args.seeds is not None:
-        config["seeds"] = args.seeds
-    if args.equal_exploration is not None:
-        config["equal_exploration"] = args.equal_exploration
-    if args.clock is not None:
-        protocol = config.setdefault("protocol", {})
-        protocol["clock"] = args.clock
-        if args.clock == "modeled":
-            protocol["response_time"] = args.response_time
-    campaign = build_campaign(config)
+    tuning_args = (args.tuning_seeds, args.budget, args.tuning_store)
+    if any(a is not None for a in tuning_args) and None in tuning_args:
+        parser.error("--tuning-seeds, --budget and --tuning-store go together")
+    config, paper = campaign_config(args)
     started = time.time()
+    tuning = None
+    if args.tuning_seeds is not None:
+        with Store(args.tuning_store) as store:
+            tuned = tune(
+                config,
+                store,
+                tuning_seeds=args.tuning_seeds,
+                budget=args.budget,
+                workers=args.workers,
+                progress=False,
+            )
+        config = tuned.config
+        tuning = tuning_json(tuned)
+        tuning["wall_seconds_this_call"] = time.time() - started
+        if args.tuned_campaign is not None:
+            write_campaign(config, args.tuned_campaign)
+    campaign = build_campaign(config)
     with Store(args.store) as store:
         outcome = run_campaign(campaign, store, workers=args.workers, progress=False)
         runs = store.runs(outcome.campaign_id)
@@ -129,6 +214,8 @@ def main() -> None:
         "wall_seconds_this_call": time.time() - started,
         "tables": {metric: table_json(table) for metric, table in tables.items()},
     }
+    if tuning is not None:
+        result["tuning"] = tuning
     if paper is not None and OVERALL in paper.get("table", {}):
         published = paper["table"][OVERALL]
         measured = tables["average_regret"].cells
@@ -146,6 +233,12 @@ def main() -> None:
             "tau": float(tau.statistic),
             "p_value": float(tau.pvalue),
         }
+    else:
+        result["kendall_tau_overall"] = None
+        result["kendall_tau_note"] = (
+            "the paper prints no table of numbers (its result is a figure), so there is "
+            "no published OVERALL ranking to compare with"
+        )
     result["score_row"] = SCORE in tables["average_regret"].rows
     result["timing"] = timing(runs, reproductions.estimate(campaign).run_seconds)
     text = json.dumps(result, indent=1, default=str)
