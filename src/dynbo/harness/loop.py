@@ -41,6 +41,13 @@ import torch
 
 from dynbo.benchmarks.base import Benchmark
 from dynbo.harness.clocks import CLOCK_MODES, Clock, ResponseTimeModel
+from dynbo.harness.constraints import (
+    constraint_options,
+    modeled_constraints,
+    violation_fields,
+    violation_summary,
+    warmup_points,
+)
 from dynbo.validation import finite_number, positive_int, positive_number
 
 __all__ = ["Protocol", "RunSpec", "RunResult", "execute", "run_horizon", "summarize"]
@@ -333,7 +340,8 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
                 )
                 + "), not a policy option"
             )
-    options = dict(spec.policy_options)
+    # constraint_mode: the benchmark's constraints (and safe points) for the policy
+    options = constraint_options(spec.policy_options, bench)
     if bench.candidates is not None:
         options.setdefault("candidates", bench.candidates)
     if bench.arm_covariance is not None and "candidates" not in spec.policy_options:
@@ -350,12 +358,20 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
 
 
 def _warmup_design(
-    bench: Benchmark, protocol: Protocol, horizon: float, rng: np.random.Generator
+    bench: Benchmark,
+    protocol: Protocol,
+    horizon: float,
+    rng: np.random.Generator,
+    points: np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, float]]:
+    """The warm-up's ``(x, t)``: ``points`` ``(warmup, d)`` when given, else uniform draws
+    (of the candidates, or of the box), at sorted uniform times (step clock: 0)."""
     count = protocol.warmup
     if count == 0:
         return []
-    if bench.candidates is not None:
+    if points is not None:
+        xs = np.asarray(points, dtype=float)
+    elif bench.candidates is not None:
         xs = bench.candidates[rng.integers(0, len(bench.candidates), count)]
     else:
         xs = rng.uniform(bench.bounds[0], bench.bounds[1], size=(count, bench.dim))
@@ -393,6 +409,8 @@ def _row(
         "f": f_value,
         "f_max": float(f_max),
         "regret": float(f_max) - f_value,
+        # noise-free: whether the query violated a constraint (dynbo.harness.constraints)
+        **violation_fields(bench, x, t),
     }
 
 
@@ -490,6 +508,9 @@ class _Step:
     row: dict[str, Any] = field(default_factory=dict)
     #: the additional queries made: ``(points (m, d), times, values)``, or ``None``
     additional: tuple[np.ndarray, list[float], list[float]] | None = None
+    #: what the policy is told of the evaluation: ``(x, t, y)`` and the observed
+    #: constraints when it models some (:meth:`_Run.answer`)
+    answer: tuple[Any, ...] = ()
 
     @property
     def made(self) -> int:
@@ -514,7 +535,8 @@ class _Run:
         #: loop iterations made so far (the records' ``k``)
         self.k = 0
         #: the previous answer ``(x, t, y)``, told to the policy at the next iteration
-        self.pending: tuple[np.ndarray, float, float] | None = None
+        #: (and the observed constraints, when the policy models some: :meth:`answer`)
+        self.pending: tuple[Any, ...] | None = None
         #: the previous additional answers ``(points, times, values)``, likewise
         self.pending_additional: tuple[np.ndarray, list[float], list[float]] | None = None
 
@@ -535,14 +557,30 @@ class _Run:
         self.discrete = protocol.clock == "step"
         self.noise_rng = np.random.default_rng([int(self.spec.seed), 1])
         self.policy = make_run_policy(self.spec, self.bench, self.horizon)
+        self.constraint_options = constraint_options(self.spec.policy_options, self.bench)
+        #: the constraints the policy is told (dynbo.harness.constraints), from a noise
+        #: stream of their own so that the objective's noise does not depend on them
+        self.told_constraints = modeled_constraints(self.constraint_options)
+        self.constraint_rng = np.random.default_rng([int(self.spec.seed), 2])
+
+    def answer(self, x: np.ndarray, t: float, y: float) -> tuple[Any, ...]:
+        """What the policy is told of an evaluation: ``(x, t, y)``, and the noisy values of
+        the constraints it models when it models some."""
+        if not self.told_constraints:
+            return (x, t, y)
+        observed = self.bench.observe_constraints(x, t, self.constraint_rng)
+        return (x, t, y, {name: observed[name] for name in self.told_constraints})
 
     def warm_up(self) -> None:
         """Step 1: the policy observes the warm-up design (recorded, flagged, ``k <= 0``)."""
         bench, policy, warmup = self.bench, self.policy, self.protocol.warmup
         design_rng = np.random.default_rng([int(self.spec.seed), 0])
-        for i, (x, t) in enumerate(_warmup_design(bench, self.protocol, self.horizon, design_rng)):
+        # a safe policy's warm-up is its safe points (dynbo.harness.constraints)
+        points = warmup_points(self.constraint_options, warmup)
+        design = _warmup_design(bench, self.protocol, self.horizon, design_rng, points)
+        for i, (x, t) in enumerate(design):
             y = bench.observe(x, t, self.noise_rng)
-            policy.observe(x, t, y)
+            policy.observe(*self.answer(x, t, y))
             row = _row(i - warmup, True, t, t, x, y, bench)
             row.update(dataset_size=policy.dataset_size)
             self.iterations.append(row)
@@ -605,6 +643,7 @@ class _Run:
         """Evaluate the query at ``t_k``; its record with the regret ``r_k``."""
         self.k += 1
         step.y = self.bench.observe(step.query.x, step.landing, self.noise_rng)
+        step.answer = self.answer(step.query.x, step.landing, step.y)
         step.diagnostics = self.policy.diagnostics
         step.row = _row(self.k, False, step.s, step.landing, step.query.x, step.y, self.bench)
 
@@ -663,7 +702,7 @@ class _Run:
             on_iteration(row)
         if observer is not None:
             observer(self.policy, row)
-        self.pending = (step.query.x, step.landing, step.y)
+        self.pending = step.answer
         self.pending_additional = step.additional
 
     def advance(self, step: _Step) -> None:
@@ -720,6 +759,8 @@ def summarize(iterations: list[dict[str, Any]], horizon: float) -> dict[str, Any
     ``average_regret`` is the mean of ``r_k`` over the loop's queries (the papers'
     metric); ``time_averaged_regret`` holds each ``r_k`` until the next query (the last
     until the horizon) and divides by the duration; warm-up points are summarized apart.
+    On a constrained benchmark it adds ``violations``, ``violation_rate`` and
+    ``warmup_violations`` (:func:`dynbo.harness.constraints.violation_summary`).
     """
     loop = [r for r in iterations if not r["warmup"]]
     warm = [r for r in iterations if r["warmup"]]
@@ -738,6 +779,7 @@ def summarize(iterations: list[dict[str, Any]], horizon: float) -> dict[str, Any
             final_dataset_size=None,
             max_dataset_size=None,
         )
+        out.update(violation_summary(loop, warm))
         return out
     regrets = np.array([r["regret"] for r in loop])
     times = np.array([r["t"] for r in loop])
@@ -752,4 +794,5 @@ def summarize(iterations: list[dict[str, Any]], horizon: float) -> dict[str, Any
         final_dataset_size=int(loop[-1]["dataset_size"]),
         max_dataset_size=int(max(r["dataset_size"] for r in iterations)),
     )
+    out.update(violation_summary(loop, warm))
     return out

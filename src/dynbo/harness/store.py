@@ -43,7 +43,10 @@ def to_json(value: Any) -> str:
 
 __all__ = ["Store", "ITERATION_COLUMNS", "policy_variants"]
 
-SCHEMA_VERSION = 1
+#: 2 added the iterations' ``violation`` flag and ``constraints`` values (constrained
+#: benchmarks: :mod:`dynbo.harness.constraints`); a store of version 1 is migrated when
+#: opened for writing and read as it is (both columns ``NULL``) when opened read-only.
+SCHEMA_VERSION = 2
 
 ITERATION_COLUMNS = (
     "run_id",
@@ -66,6 +69,8 @@ ITERATION_COLUMNS = (
     "additional_queries",
     "hyperparameters",
     "extra",
+    "violation",
+    "constraints",
 )
 
 _SCHEMA = """
@@ -123,6 +128,8 @@ CREATE TABLE IF NOT EXISTS iterations (
     additional_queries INTEGER,
     hyperparameters TEXT,
     extra TEXT,
+    violation INTEGER,
+    constraints TEXT,
     PRIMARY KEY (run_id, k)
 );
 CREATE TABLE IF NOT EXISTS timings (
@@ -135,6 +142,18 @@ CREATE TABLE IF NOT EXISTS timings (
     PRIMARY KEY (run_id, k)
 );
 """
+
+
+#: the columns version 2 added, and the schema of version 1 (what a migration starts from)
+_ADDED_IN_2 = "\n    violation INTEGER,\n    constraints TEXT,"
+_OLDER_SCHEMAS = {1: _SCHEMA.replace(_ADDED_IN_2, "")}
+#: the statements that bring a store of each older version to the next one
+_MIGRATIONS = {
+    1: (
+        "ALTER TABLE iterations ADD COLUMN violation INTEGER",
+        "ALTER TABLE iterations ADD COLUMN constraints TEXT",
+    ),
+}
 
 
 def _policy_entries(config: Mapping[str, Any] | None) -> list[tuple[str, dict, str | None]]:
@@ -245,6 +264,7 @@ class Store:
             schema=_SCHEMA,
             version_key="schema",
             version=SCHEMA_VERSION,
+            older=_OLDER_SCHEMAS,
         )
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -255,18 +275,25 @@ class Store:
             self._conn.execute("PRAGMA foreign_keys=ON")
             with self._transaction():
                 # executescript would commit on its own; run the statements one by one
-                for statement in _SCHEMA.split(";"):
+                for statement in _OLDER_SCHEMAS[1].split(";"):
                     if statement.strip():
                         self._conn.execute(statement)
                 row = self._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-                if row is None:
-                    self._conn.execute(
-                        "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-                    )
-                elif int(row[0]) != SCHEMA_VERSION:
+                # a new file gets version 1's tables and is migrated like an old store
+                version = 1 if row is None else int(row[0])
+                if version != SCHEMA_VERSION and version not in _MIGRATIONS:
                     raise ValueError(
                         f"{self.path} has store schema {row[0]}, this dynbo reads {SCHEMA_VERSION}"
                     )
+                # an older store is brought up to date in this one transaction: all or nothing
+                while version != SCHEMA_VERSION:
+                    for statement in _MIGRATIONS[version]:
+                        self._conn.execute(statement)
+                    version += 1
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
         except sqlite3.DatabaseError as err:
             raise ValueError(f"cannot open result store {self.path}: {err}") from None
 
@@ -289,7 +316,8 @@ class Store:
             row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.DatabaseError as err:
             raise ValueError(f"cannot read result store {self.path}: {err}") from None
-        if row is None or int(row[0]) != SCHEMA_VERSION:
+        readable = {str(SCHEMA_VERSION), *(str(v) for v in _OLDER_SCHEMAS)}
+        if row is None or row[0] not in readable:
             conn.close()
             raise ValueError(
                 f"{self.path} has store schema {row and row[0]}, this dynbo reads {SCHEMA_VERSION}"
@@ -540,7 +568,10 @@ class Store:
 
     def iteration_rows(self, run_ids: Iterable[str] | None = None) -> list[tuple[Any, ...]]:
         """Raw iteration rows ordered by ``(run_id, k)`` (the canonical table)."""
-        query = f"SELECT {', '.join(ITERATION_COLUMNS)} FROM iterations"
+        # a store of version 1 opened read-only has no violation columns: NULL there
+        present = {r[1] for r in self._conn.execute("PRAGMA table_info(iterations)")}
+        selected = [c if c in present else f"NULL AS {c}" for c in ITERATION_COLUMNS]
+        query = f"SELECT {', '.join(selected)} FROM iterations"
         if run_ids is not None:
             ids = list(run_ids)
             query += f" WHERE run_id IN ({', '.join('?' for _ in ids)})"

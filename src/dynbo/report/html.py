@@ -27,7 +27,7 @@ from typing import Any
 
 from dynbo.harness.store import Store, policy_variants
 from dynbo.report.figures import dataset_size_figure, overall_figure, regret_figure
-from dynbo.report.tables import METRICS, OVERALL, build_table
+from dynbo.report.tables import METRICS, OVERALL, VIOLATION_METRIC, build_table
 
 __all__ = [
     "animation_name",
@@ -447,8 +447,12 @@ def _write_files(
         except ValueError:
             continue  # no run has this metric (e.g. response times of a step clock)
     main = tables["average_regret"] if "average_regret" in tables else next(iter(tables.values()))
-    (out / "table.md").write_text(main.markdown())
-    (out / "table.tex").write_text(main.latex())
+    # beside the regret: the violation rate of the benchmarks with constraints
+    violations = tables.get(VIOLATION_METRIC) if main.metric != VIOLATION_METRIC else None
+    (out / "table.md").write_text(
+        main.markdown() + ("\n" + violations.markdown() if violations else "")
+    )
+    (out / "table.tex").write_text(main.latex() + ("\n" + violations.latex() if violations else ""))
 
     figures = [
         ("Average regret against time", regret_figure(frame, out / "regret.png")),
@@ -475,6 +479,11 @@ def _write_files(
         f"<h2>{html.escape(METRICS.get(main.metric, (main.metric,))[0].capitalize())}</h2>",
         main.html(),
     ]
+    if violations is not None:
+        parts += [
+            '<h2 id="violations">Constraint violations</h2>',
+            violations.html().replace('class="results"', 'class="results violations"', 1),
+        ]
     if extra_html:
         parts.append(extra_html)
     parts += ["<h2>Settings</h2>", _settings_html(runs, variants, config, main.columns)]
@@ -492,7 +501,7 @@ def _write_files(
             )
         parts.append("</div>")
     for metric, table in tables.items():
-        if table is main:
+        if table is main or table is violations:
             continue
         parts += [f"<h2>{html.escape(METRICS[metric][0].capitalize())}</h2>", table.html()]
     if failed:

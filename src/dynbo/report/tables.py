@@ -55,12 +55,14 @@ from dynbo.harness.store import policy_variants
 __all__ = [
     "ADDITIONAL_QUERIES_MARK",
     "METRICS",
+    "VIOLATION_METRIC",
     "Cell",
     "Table",
     "aggregate",
     "build_table",
     "policy_variants",
     "summary_table",
+    "violation_table",
 ]
 
 #: metric -> (caption text, True when lower is better, False when higher, None if neither)
@@ -72,7 +74,18 @@ METRICS: dict[str, tuple[str, bool | None]] = {
     "mean_response_time": ("mean response time (s)", True),
     "final_dataset_size": ("final dataset size", None),
     "max_dataset_size": ("largest dataset size", None),
+    "violation_rate": ("violation rate (fraction of queries violating a constraint)", True),
 }
+
+#: the metric shown beside the regret on constrained benchmarks (:mod:`dynbo.harness.constraints`)
+VIOLATION_METRIC = "violation_rate"
+
+#: what the violation-rate table's caption adds
+_VIOLATION_NOTE = (
+    " Only benchmarks with constraints have a row: a query violates when one of its "
+    "noise-free constraint values at (x_k, t_k) is below 0, whether or not the policy "
+    "models the constraints; warm-up points are not counted."
+)
 
 OVERALL = OVERALL_ROW
 SCORE = SCORE_ROW
@@ -187,6 +200,8 @@ class Table:
     def caption(self) -> str:
         what, lower = METRICS.get(self.metric, (self.metric, None))
         text = f"{what[0].upper()}{what[1:]}: mean ± standard error over seeds (sd / sqrt(seeds))."
+        if self.metric == VIOLATION_METRIC:
+            text += _VIOLATION_NOTE
         if lower is not None:
             text += (
                 f" {'Lower' if lower else 'Higher'} is better; the best of each row is in bold, "
@@ -559,12 +574,34 @@ def _per_seed_means(
     return scores
 
 
+def violation_table(
+    runs: Sequence[dict[str, Any]], config: Mapping[str, Any] | None = None
+) -> Table | None:
+    """The violation-rate table, shown beside the regret: ``None`` when no finished run
+    was on a constrained benchmark (only those runs' summaries have a violation rate)."""
+    try:
+        return build_table(runs, VIOLATION_METRIC, config)
+    except ValueError:
+        return None
+
+
 def summary_table(
     runs: Sequence[dict[str, Any]],
     metric: str = "average_regret",
     config: Mapping[str, Any] | None = None,
 ) -> str:
-    """The table as aligned plain text (the terminal's view), with the caption."""
+    """The table as aligned plain text (the terminal's view), with the caption; a regret
+    table is followed by the violation-rate table when some benchmark has constraints."""
+    text = _text_table(runs, metric, config)
+    if metric in REGRET_METRICS and violation_table(runs, config) is not None:
+        text += "\n\n" + _text_table(runs, VIOLATION_METRIC, config)
+    return text
+
+
+def _text_table(
+    runs: Sequence[dict[str, Any]], metric: str, config: Mapping[str, Any] | None
+) -> str:
+    """:func:`summary_table` of one metric."""
     try:
         table = build_table(runs, metric, config)
     except ValueError:
