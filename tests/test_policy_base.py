@@ -308,7 +308,7 @@ def test_a_failing_iteration_leaves_the_policy_unchanged(name, monkeypatch):
         p.model.restandardize()  # some work happens, then the fit fails
         raise NumericalError("simulated failure")
 
-    monkeypatch.setattr("dynbo.policies.base.fit_hyperparameters", broken_fit)
+    monkeypatch.setattr("dynbo.policies.fit_strategy.fit_hyperparameters", broken_fit)
     with pytest.raises(NumericalError):
         p.suggest(t)
     assert_states_equal(p.state_dict(), before)

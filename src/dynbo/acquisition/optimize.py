@@ -492,6 +492,7 @@ def maximize_acquisition(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
     record: dict[str, Any] | None = None,
+    extra_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The maximizer of ``acquisition`` over the unit box or a finite set of points.
 
@@ -506,6 +507,9 @@ def maximize_acquisition(
             ``TIME_GRID`` equally spaced values.
         search, generator, dtype, device, record: as :func:`maximize_on_box` (over
             candidates ``record`` gets only a ``"budget_cut"``).
+        extra_starts: ``(k, dim)`` (``(k, dim + 1)`` with ``searches_time``) points the box
+            search also evaluates and may start from (e.g. points known to be safe);
+            ignored over candidates.
 
     Returns:
         The best point: ``(dim,)``, or ``(dim + 1,)`` with ``searches_time``.
@@ -519,6 +523,7 @@ def maximize_acquisition(
             dtype=dtype,
             device=device,
             record=record,
+            extra_starts=extra_starts,
         )
         return unit
     if searches_time:

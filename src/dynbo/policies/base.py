@@ -26,30 +26,28 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import io
 import math
 import os
-import tempfile
 import time as _time
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from dynbo import deadline
+from dynbo.acquisition.constraints import DEFAULT_BETA_C, maximize_safely
 from dynbo.acquisition.latency import DurationTable
-from dynbo.acquisition.optimize import maximize_acquisition
 from dynbo.acquisition.pending import with_pending
 from dynbo.acquisition.ucb import (
     BetaSchedule,
     UpperConfidenceBound,
 )
 from dynbo.deadline import Budget, BudgetSpent
-from dynbo.models.fit import FitResult, StartOutcome, fit_hyperparameters
+from dynbo.models.constraints import ConstraintModels
+from dynbo.models.fit import FitResult
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import (
     HYPERPARAMETER_RANGE,
@@ -58,11 +56,17 @@ from dynbo.models.kernel import (
 )
 from dynbo.policies.additional import AdditionalRequests, validate_answers
 from dynbo.policies.early_fit import EarlyFit
-from dynbo.policies.fit_strategy import RESTART_RULE, FitHistory
+from dynbo.policies.fit_strategy import FitHistory, fit_warm
 from dynbo.policies.health import HealthMonitor
 from dynbo.policies.options import PolicyOptions
 from dynbo.policies.records import Dataset, Diagnostics, Query
-from dynbo.policies.state import capture_state, check_state, read_state_file, restore_state
+from dynbo.policies.state import (
+    capture_state,
+    check_state,
+    read_state_file,
+    restore_state,
+    write_state_file,
+)
 from dynbo.policies.tunables import EXPLORATION, Tunable
 from dynbo.validation import (
     MAX_ABS_TIME,
@@ -118,11 +122,6 @@ def make(name: str, **config: Any) -> Policy:
             "(bounds: [lower corner, upper corner] of the search box)"
         )
     return cls(**config)
-
-
-def _is_binary(handle: Any) -> bool:
-    """Whether a writable file object takes bytes (a text stream has an ``encoding``)."""
-    return not isinstance(handle, io.TextIOBase) and getattr(handle, "encoding", None) is None
 
 
 def option_defaults(cls: type[Policy]) -> dict[str, Any]:
@@ -235,38 +234,16 @@ class Policy(ABC):
         evaluation_cost: float = 0.0,
         dtype: str = "float64",
         device: str | None = None,
+        constraints: Sequence[str] | None = None,
+        constraint_mode: str = "feasibility",
+        safe_points: Sequence[Sequence[float]] | np.ndarray | None = None,
+        beta_c: float = DEFAULT_BETA_C,
+        max_step: float | Sequence[float] | None = None,
     ) -> None:
         self._config: dict[str, Any]
-        options = PolicyOptions.parse(
-            type(self),
-            bounds=bounds,
-            seed=seed,
-            spatial_kernel=spatial_kernel,
-            temporal_kernel=temporal_kernel,
-            ard=ard,
-            beta=beta,
-            exploration_scale=exploration_scale,
-            sigma_multiplier=sigma_multiplier,
-            raw_samples=raw_samples,
-            restarts=restarts,
-            acquisition_iterations=acquisition_iterations,
-            candidates=candidates,
-            arm_covariance=arm_covariance,
-            learn_hyperparameters=learn_hyperparameters,
-            min_fit_size=min_fit_size,
-            fit_iterations=fit_iterations,
-            fit_strategy=fit_strategy,
-            hyperparameter_bounds=hyperparameter_bounds,
-            initial_hyperparameters=initial_hyperparameters,
-            hyperpriors=hyperpriors,
-            time_scale=time_scale,
-            lengthscale_time_floor=lengthscale_time_floor,
-            standardize=standardize,
-            acquisition_time=acquisition_time,
-            evaluation_cost=evaluation_cost,
-            dtype=dtype,
-            device=device,
-        )
+        # every argument is an option PolicyOptions.parse takes by the same name
+        arguments = {k: v for k, v in locals().items() if k != "self"}
+        options = PolicyOptions.parse(type(self), **arguments)
         self.options = options
         # the parsed options under the names the hooks, subclasses and the harness read
         self.dtype = options.dtype
@@ -308,11 +285,12 @@ class Policy(ABC):
         self._t = torch.empty((0,), dtype=self.dtype)
         self._y = torch.empty((0,), dtype=self.dtype)
         self._gp = SpatioTemporalGP(
-            self.kernel,
-            self._initial_hyperparameters(None),
-            standardize=self.standardize,
-            dtype=self.dtype,
-            device=self.device,
+            self.kernel, self._initial_hyperparameters(None), **self._gp_settings()
+        )
+        # the constraints' settings and GPs (both replaced, never edited: see their modules)
+        self._safety = options.safety
+        self._constraints = ConstraintModels(
+            self._safety.names, self.kernel, self._gp.hyperparameters, **self._gp_settings()
         )
         self._iteration = 0
         self._fitted = False
@@ -441,6 +419,7 @@ class Policy(ABC):
             self._fitted,
             self.fit_iterations,
             self._fit_history,
+            self._constraints,
         )
 
     def _fit_or_reuse(self, t: float) -> FitResult:
@@ -499,15 +478,23 @@ class Policy(ABC):
         self._pending = (*self._pending, (point.copy(), float(query_time)))
         return Query(x=point, t=float(query_time), additional=additional.copy())
 
-    def observe(self, x: Sequence[float] | np.ndarray, t: float, y: float) -> None:
-        """Add the observation ``y = f(x, t) + noise``.
+    def observe(
+        self,
+        x: Sequence[float] | np.ndarray,
+        t: float,
+        y: float,
+        constraints: Mapping[str, float] | None = None,
+    ) -> None:
+        """Add the observation ``y = f(x, t) + noise`` (and ``c_j(x, t)`` of each declared
+        constraint: ``constraints={name: value}``, every declared name, nothing else).
 
         Raises:
             ValueError: wrong shape, NaN/inf or non-real values, ``x`` outside the bounds,
                 ``|y|`` above the model's limit (``1e150`` in float64, ``1e18`` in
                 float32), ``|t| > 1e12``, or ``t`` earlier than the latest time the policy
-                has seen (previous ``observe`` or ``suggest``); the policy is left
-                unchanged.
+                has seen (previous ``observe`` or ``suggest``), constraint values missing,
+                unknown, non-finite or given to a policy without constraints; the policy
+                is left unchanged.
         """
         x_arr = self._domain.validate_point(x)
         t = self._validate_time(t)
@@ -519,8 +506,10 @@ class Policy(ABC):
                 f"with dtype {str(self.dtype).replace('torch.', '')})"
             )
         self._check_time_order("observe", t)
+        values = self._safety.values(constraints, self._max_abs_target)
         snapshot = self._snapshot()
         try:
+            self._safety = self._safety.expecting([values])
             self._observe(x_arr, t, y)
         except BaseException:
             self._restore(snapshot)
@@ -631,6 +620,7 @@ class Policy(ABC):
         x: Sequence[Sequence[float]] | np.ndarray,
         t: float | Sequence[float] | np.ndarray,
         y: Sequence[float] | np.ndarray,
+        constraints: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> None:
         """Add the answers to the additional queries of the last ``suggest``.
 
@@ -644,11 +634,13 @@ class Policy(ABC):
             t: the time of each evaluation: one number or ``(m,)`` non-decreasing
                 times, not before the latest time the policy has seen.
             y: ``(m,)`` observed values.
+            constraints: ``name -> (m,)`` values of every declared constraint (as
+                :meth:`observe`).
 
         Raises:
             ValueError: a point that was not requested (or answered already), wrong
-                shapes, NaN/inf, ``|y|`` above the model's limit, or times out of order;
-                the policy is left unchanged.
+                shapes, NaN/inf, ``|y|`` above the model's limit, times out of order, or
+                constraint values as :meth:`observe` refuses; the policy is left unchanged.
         """
         points, rows, times, values = validate_answers(
             self._domain, x, t, y, self._validate_time, self._max_abs_target
@@ -657,8 +649,10 @@ class Policy(ABC):
             return
         self._check_time_order("observe_additional", times[0])
         indices = self._requests.match(points)
+        arriving = self._safety.value_rows(constraints, len(times), self._max_abs_target)
         snapshot = self._snapshot()
         try:
+            self._safety = self._safety.expecting(arriving)
             # float64 whatever torch's default dtype: the GP converts to its own dtype
             self._observe_additional(
                 rows,
@@ -839,16 +833,24 @@ class Policy(ABC):
         return self._gp
 
     def _acquire(self, t: float, diag: Diagnostics) -> tuple[torch.Tensor, float]:
-        """Maximize GP-UCB at time ``t``; return the unit point and the query time."""
+        """Maximize GP-UCB at time ``t`` (under the constraints and step limit,
+        :func:`~dynbo.acquisition.constraints.maximize_safely`); return the unit point and
+        the query time."""
         acq = self._acquisition_function(t)
         if self._pending and with_pending(acq, self._pending_inputs()):
             diag.extra["pending"] = len(self._pending)
         diag.extra["sigma_multiplier"] = acq.kappa
         searches_time = acq.time_window is not None
         record: dict[str, Any] = {}
-        unit = maximize_acquisition(
+        self._constraints = self._constraints.with_noise_scale(self._gp.noise_scale)
+        unit = maximize_safely(
             acq,
             self.dim,
+            safety=self._safety,
+            models=self._constraints,
+            lower=self._domain.lower,
+            upper=self._domain.upper,
+            data_unit=self._to_unit(self._x).to(self.device),
             candidates=self._domain.candidates_unit,
             searches_time=searches_time,
             search=self.search,
@@ -860,6 +862,8 @@ class Policy(ABC):
         diag.acquisition_evaluations = record.get("evaluations", 0)
         if "budget_cut" in record:
             diag.extra["acquisition_cut"] = record["budget_cut"]
+        if "constraints" in record:
+            diag.extra["constraints"] = record["constraints"]
         query_time = self._query_time(t, acq, unit)
         if searches_time:
             diag.extra["query_time"] = query_time
@@ -882,26 +886,27 @@ class Policy(ABC):
         coordinate: float | None = None,
         noise_scale: float | None = None,
     ) -> None:
-        """Add one observation to the dataset and the GP (O(n^2)).
+        """Add one observation to the dataset and the GPs (O(n^2) each).
 
         ``coordinate`` is the GP's time input (default ``t``; TV-GP-UCB uses the
-        observation index), ``noise_scale`` the observation's noise multiplier.
+        observation index), ``noise_scale`` the observation's noise multiplier. The
+        constraint values are the next of those ``observe`` handed over (``_safety``).
         """
         x = x.reshape(1, -1).to(self.dtype)
         times = torch.tensor([t], dtype=self.dtype)
         column = times if coordinate is None else torch.tensor([coordinate], dtype=self.dtype)
-        self._gp.add(
-            self._gp_inputs(self._to_unit(x), column).to(self.device),
-            float(y),
-            noise_scale=noise_scale,
-        )
+        inputs = self._gp_inputs(self._to_unit(x), column).to(self.device)
+        self._gp.add(inputs, float(y), noise_scale=noise_scale)
+        values, self._safety = self._safety.appended(x.reshape(-1).cpu().numpy())
+        self._constraints = self._constraints.added(inputs, torch.as_tensor(values), noise_scale)
         self._x = torch.cat([self._x, x])
         self._t = torch.cat([self._t, times])
         self._y = torch.cat([self._y, torch.tensor([y], dtype=self.dtype)])
 
     def _remove(self, index: int) -> None:
-        """Remove observation ``index`` from the dataset and the GP (O(n^2))."""
+        """Remove observation ``index`` from the dataset and the GPs (O(n^2) each)."""
         self._gp.remove(index)
+        self._constraints = self._constraints.removed([index])
         keep = torch.ones(self.dataset_size, dtype=torch.bool)
         keep[index] = False
         self._x, self._t, self._y = self._x[keep], self._t[keep], self._y[keep]
@@ -921,6 +926,11 @@ class Policy(ABC):
         self._gp.set_data(
             inputs, self._y.to(self.device), noise_scale, keep_scale=self._keeps_units()
         )
+        self._constraints = self._constraints.kept(keep, keep_scale=self._keeps_units())
+
+    def _gp_settings(self) -> dict[str, Any]:
+        """The keyword arguments every GP of the policy is built with."""
+        return {"standardize": self.standardize, "dtype": self.dtype, "device": self.device}
 
     def _keeps_units(self) -> bool:
         """Whether the target scale must stay as it is (the hyperparameters' units).
@@ -935,8 +945,9 @@ class Policy(ABC):
         return self._fitted and self.dataset_size < self.min_fit_size
 
     def _restandardize(self) -> None:
-        """Recompute the target standardization from the data held (see :meth:`_keeps_units`)."""
+        """Recompute the target standardizations from the data held (:meth:`_keeps_units`)."""
         self._gp.restandardize(keep_scale=self._keeps_units())
+        self._constraints = self._constraints.restandardized(keep_scale=self._keeps_units())
 
     def _fit(self, t: float) -> FitResult:
         """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.
@@ -950,42 +961,32 @@ class Policy(ABC):
         optimum of the last fit in another basin), and from the fresh values only when the
         restart rule (:class:`~dynbo.policies.fit_strategy.RestartRule`) finds the warm
         optimum in doubt (:mod:`~dynbo.policies.fit_strategy`).
+
+        Each constraint GP is fitted the same way, from its own warm start and history
+        (:func:`~dynbo.policies.fit_strategy.fit_warm`), within :meth:`constraint_fit_bounds`.
         """
         fresh = self._initial_hyperparameters(self._t)
-        if not self._fitted:
-            self._gp.set_hyperparameters(fresh)
-        if self.fit_strategy == "two-start":
-            result = fit_hyperparameters(
-                self._gp,
-                bounds=self.fit_bounds(),
-                max_iterations=self.fit_iterations,
-                initial=[fresh],
-                priors=self.priors(),
+        common = dict(
+            strategy=self.fit_strategy,
+            priors=self.priors(),
+            fresh=fresh,
+            fitted=self._fitted,
+            max_iterations=self.fit_iterations,
+        )
+        result, self._fit_history = fit_warm(
+            self._gp, bounds=self.fit_bounds(), history=self._fit_history, **common
+        )
+        if len(self._constraints):
+            bounds = self.constraint_fit_bounds()
+            self._constraints, _ = self._constraints.with_noise_scale(self._gp.noise_scale).fitted(
+                lambda gp, history: fit_warm(gp, bounds=bounds, history=history, **common)
             )
-        else:
-            history = self._fit_history if self._fitted else None
-            forced = RESTART_RULE.before_fit(history, self.dataset_size)
-
-            def restart_if(outcome: StartOutcome) -> str | None:
-                if forced is not None or history is None:
-                    return forced
-                return RESTART_RULE.after_warm_start(history, outcome)
-
-            runner_up = [] if history is None or history.runner_up is None else [history.runner_up]
-            result = fit_hyperparameters(
-                self._gp,
-                bounds=self.fit_bounds(),
-                max_iterations=self.fit_iterations,
-                initial=runner_up,
-                priors=self.priors(),
-                method="newton",
-                restarts=[fresh],
-                restart_if=restart_if,
-                restart_method=RESTART_RULE.method,
-            )
-            self._fit_history = FitHistory.after(result, self.dataset_size, history)
         self._fitted = True
         return result
+
+    def constraint_fit_bounds(self) -> HyperparameterBounds:
+        """The bounds of the constraint GPs' fits (default: :meth:`fit_bounds`)."""
+        return self.fit_bounds()
 
     def fit_bounds(self) -> HyperparameterBounds:
         """The bounds of the next fit: ``hyperparameter_bounds`` with a data-aware ``l_T`` box.
@@ -1144,31 +1145,7 @@ class Policy(ABC):
         A path is written to a temporary file beside it and renamed over it: a save that
         fails or is interrupted leaves the previous file whole.
         """
-        if not isinstance(path, (str, os.PathLike)):
-            if not (callable(getattr(path, "write", None)) and _is_binary(path)):
-                raise ValueError(
-                    f"save needs a path or a binary file object (opened with 'wb'), got "
-                    f"{type(path).__name__}"
-                )
-            torch.save(self.state_dict(), path)  # a file object: the caller's to manage
-            return
-        if isinstance(path, str) and not path.strip():
-            raise ValueError("save needs a path; got an empty one")
-        target = Path(path)
-        if target.is_dir():
-            raise ValueError(f"cannot save to {target}: it is a directory")
-        handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        os.close(handle)
-        try:
-            torch.save(self.state_dict(), partial)
-            # mkstemp's file is private (0600); a saved policy gets the usual mode
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(partial, 0o666 & ~umask)
-            os.replace(partial, target)
-        finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
+        write_state_file(self.state_dict, path)
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> Policy:

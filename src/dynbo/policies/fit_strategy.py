@@ -32,8 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dynbo.models.fit import FitResult, StartOutcome
-from dynbo.models.kernel import Hyperparameters
+from dynbo.models.fit import FitResult, StartOutcome, fit_hyperparameters
+from dynbo.models.gp import SpatioTemporalGP
+from dynbo.models.kernel import HyperparameterBounds, Hyperparameters
 
 __all__ = [
     "DISTINCT_LOG_CHANGE",
@@ -42,6 +43,7 @@ __all__ = [
     "RUNNER_UP_MARGIN",
     "FitHistory",
     "RestartRule",
+    "fit_warm",
 ]
 
 #: values of the ``fit_strategy`` option (the first is the default)
@@ -209,3 +211,66 @@ class RestartRule:
 
 #: the rule the policies use
 RESTART_RULE = RestartRule()
+
+
+def fit_warm(
+    gp: SpatioTemporalGP,
+    *,
+    strategy: str,
+    bounds: HyperparameterBounds,
+    priors: Mapping[str, tuple] | None,
+    fresh: Hyperparameters,
+    fitted: bool,
+    history: FitHistory | None,
+    max_iterations: int,
+) -> tuple[FitResult, FitHistory | None]:
+    """One iteration's refit of ``gp`` (in place) by ``strategy``, warm-started.
+
+    The objective's GP and every constraint GP of a policy are fitted by this one
+    function, each with its own history.
+
+    Args:
+        gp: the GP (with at least one observation).
+        strategy: ``"two-start"`` (L-BFGS-B from the current and the ``fresh`` values,
+            the better optimum kept) or ``"warm-newton"`` (Newton from the current values
+            and the history's runner-up, L-BFGS-B from ``fresh`` when
+            :data:`RESTART_RULE` asks).
+        bounds, priors: of the fit.
+        fresh: the starting values without history (the priors' medians); set on the GP
+            first when it was never ``fitted``.
+        fitted: whether ``gp``'s values come from an earlier fit (the warm start).
+        history: what the restart rule remembers (ignored when not ``fitted``).
+        max_iterations: iteration cap per start.
+
+    Returns:
+        ``(result, history)``: the history after this fit (``"two-start"`` keeps the
+        given one).
+    """
+    if not fitted:
+        gp.set_hyperparameters(fresh)
+    if strategy == "two-start":
+        result = fit_hyperparameters(
+            gp, bounds=bounds, max_iterations=max_iterations, initial=[fresh], priors=priors
+        )
+        return result, history
+    history = history if fitted else None
+    forced = RESTART_RULE.before_fit(history, gp.n)
+
+    def restart_if(outcome: StartOutcome) -> str | None:
+        if forced is not None or history is None:
+            return forced
+        return RESTART_RULE.after_warm_start(history, outcome)
+
+    runner_up = [] if history is None or history.runner_up is None else [history.runner_up]
+    result = fit_hyperparameters(
+        gp,
+        bounds=bounds,
+        max_iterations=max_iterations,
+        initial=runner_up,
+        priors=priors,
+        method="newton",
+        restarts=[fresh],
+        restart_if=restart_if,
+        restart_method=RESTART_RULE.method,
+    )
+    return result, FitHistory.after(result, gp.n, history)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from dynbo.acquisition.constraints import DEFAULT_BETA_C, Safety
 from dynbo.acquisition.optimize import SEARCH_LIMITS, BoxSearch
 from dynbo.acquisition.ucb import BetaSchedule, Exploration, make_beta_schedule
 from dynbo.kernels import as_family
@@ -137,6 +138,24 @@ class PolicyOptions:
       when the observations' time stamps do not already include it; default 0).
     - ``dtype``: ``"float64"`` (default) or ``"float32"``.
     - ``device``: torch device of the model (``"cpu"``, the default, ``"cuda"``, ...).
+    - ``constraints``: names of black-box constraints ``c_j(x, t) >= 0`` (safe), a list
+      of distinct non-empty strings (default ``None``: none); every ``observe`` then
+      takes ``constraints={name: value}`` and each constraint gets its own
+      spatio-temporal GP over the kept data (:mod:`dynbo.acquisition.constraints`).
+    - ``constraint_mode``: ``"feasibility"`` (default: the acquisition weighted by the
+      probability of feasibility) or ``"safe"`` (only points whose lower bounds
+      ``mu_j - beta_c sigma_j`` are all ``>= 0`` at the query time; needs constraints and
+      ``safe_points``).
+    - ``safe_points``: ``(k, d)`` points known to be safe (original units, inside the
+      bounds): the safe mode's fallback before any confirmed point, and the step limit's
+      reference before the first observation (default ``None``).
+    - ``beta_c``: multiplier of ``sigma_j`` in the safe set's lower bounds, in ``[0, 100]``
+      (default 3: ``Phi(-3) = 0.13 %`` nominal violation probability per constraint at the
+      safe set's edge, a margin for a fitted model's miscalibration;
+      :data:`~dynbo.acquisition.constraints.DEFAULT_BETA_C`).
+    - ``max_step``: the largest move per coordinate from the last applied setting
+      (original units; one number or ``d``), in every mode and without constraints too
+      (default ``None``: no limit).
 
     Attributes:
         arguments: every shared option as given (defaults filled in), as plain Python
@@ -163,6 +182,7 @@ class PolicyOptions:
         hyperparameter_bounds: the fit's bounds.
         user_bounds: the ``hyperparameter_bounds`` fields the user gave.
         initial_overrides: the starting hyperparameter values the user gave.
+        safety: the constraint settings (:class:`~dynbo.acquisition.constraints.Safety`).
     """
 
     arguments: Mapping[str, Any]
@@ -187,6 +207,7 @@ class PolicyOptions:
     hyperparameter_bounds: HyperparameterBounds
     user_bounds: frozenset[str]
     initial_overrides: Mapping[str, Any]
+    safety: Safety
 
     @property
     def dim(self) -> int:
@@ -230,6 +251,11 @@ class PolicyOptions:
         evaluation_cost: Any,
         dtype: Any,
         device: Any,
+        constraints: Any = None,
+        constraint_mode: Any = "feasibility",
+        safe_points: Any = None,
+        beta_c: Any = DEFAULT_BETA_C,
+        max_step: Any = None,
     ) -> PolicyOptions:
         """Check and convert the shared options for a policy of class ``policy`` (every
         one is required here: the defaults are those of ``Policy.__init__``).
@@ -327,6 +353,15 @@ class PolicyOptions:
         user_bounds = frozenset(given)
         fit_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
         initial_overrides = parse_initial_hyperparameters(initial_hyperparameters, kernel)
+        safety = Safety.parse(
+            domain.lower,
+            domain.upper,
+            constraints=constraints,
+            constraint_mode=constraint_mode,
+            safe_points=safe_points,
+            beta_c=beta_c,
+            max_step=max_step,
+        )
         return cls(
             arguments=arguments,
             dtype=torch_dtype,
@@ -350,4 +385,5 @@ class PolicyOptions:
             hyperparameter_bounds=fit_bounds,
             user_bounds=user_bounds,
             initial_overrides=initial_overrides,
+            safety=safety,
         )

@@ -92,6 +92,8 @@ def remove_least_relevant(
     times = policy._t[removals.origins].tolist() if removals.origins else []
     if removals.indices:
         policy._gp.remove_sequence(removals.indices)
+        # the objective's choice, made for every output (the constraints' GPs too)
+        policy._constraints = policy._constraints.removed(removals.indices)
         keep = torch.ones(policy.dataset_size, dtype=torch.bool)
         keep[removals.origins] = False
         policy._x, policy._t, policy._y = policy._x[keep], policy._t[keep], policy._y[keep]

@@ -8,10 +8,13 @@ another format, policy or configuration, or an incomplete or inconsistent one, w
 from __future__ import annotations
 
 import copy
+import io
 import math
 import os
+import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +30,14 @@ from dynbo.validation import optional_number
 if TYPE_CHECKING:
     from dynbo.policies.base import Policy
 
-__all__ = ["STATE_FORMAT", "capture_state", "check_state", "read_state_file", "restore_state"]
+__all__ = [
+    "STATE_FORMAT",
+    "capture_state",
+    "check_state",
+    "read_state_file",
+    "restore_state",
+    "write_state_file",
+]
 
 #: version of the ``state_dict`` layout.
 STATE_FORMAT = 2
@@ -59,6 +69,51 @@ def read_state_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     ):
         raise ValueError(not_ours)  # a torch file of something else
     return state
+
+
+def _is_binary(handle: Any) -> bool:
+    """Whether a writable file object takes bytes (a text stream has an ``encoding``)."""
+    return not isinstance(handle, io.TextIOBase) and getattr(handle, "encoding", None) is None
+
+
+def write_state_file(
+    state: Callable[[], dict[str, Any]], path: str | os.PathLike[str] | Any
+) -> None:
+    """``Policy.save``: write ``state()`` to ``path`` (torch serialization), or to a binary
+    file object.
+
+    A path is written to a temporary file beside it and renamed over it: a save that
+    fails or is interrupted leaves the previous file whole. ``state`` is called only once
+    ``path`` has been checked.
+
+    Raises:
+        ValueError: ``path`` is empty, a directory, or a file object that takes text.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        if not (callable(getattr(path, "write", None)) and _is_binary(path)):
+            raise ValueError(
+                f"save needs a path or a binary file object (opened with 'wb'), got "
+                f"{type(path).__name__}"
+            )
+        torch.save(state(), path)  # a file object: the caller's to manage
+        return
+    if isinstance(path, str) and not path.strip():
+        raise ValueError("save needs a path; got an empty one")
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"cannot save to {target}: it is a directory")
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    os.close(handle)
+    try:
+        torch.save(state(), partial)
+        # mkstemp's file is private (0600); a saved policy gets the usual mode
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
 
 
 def check_state(
@@ -198,6 +253,7 @@ def capture_state(policy: Policy) -> dict[str, Any]:
         "health": policy._health.state(),
         "pending": [[x.tolist(), t] for x, t in policy._pending],
         "fit_history": None if policy._fit_history is None else policy._fit_history.state(),
+        "constraints": {**policy._constraints.state_dict(), **policy._safety.state()},
     }
 
 
@@ -243,9 +299,29 @@ def restore_state(policy: Policy, state: Mapping[str, Any]) -> None:
         (np.asarray(policy._domain.validate_point(x).cpu(), dtype=float), float(t))
         for x, t in state.get("pending") or ()
     )
+    _restore_constraints(policy, state.get("constraints"))
     additional = state.get("additional")
     policy._requests = (
         policy._no_requests()
         if additional is None
         else AdditionalRequests.from_state(additional, policy._domain.tolerance())
     )
+
+
+def _restore_constraints(policy: Policy, state: Mapping[str, Any] | None) -> None:
+    """The constraint GPs and the remembered points (states saved before constraints
+    have none: nothing remembered, and no constraint data, which only fits a policy
+    without constraints or without data)."""
+    safety = policy._safety.restored(state, policy.dim)
+    if state is None:
+        if len(policy._constraints) and policy.dataset_size:
+            raise ValueError("policy state has no constraint data for the declared constraints")
+        policy._safety = safety
+        return
+    models = policy._constraints.loaded(state, FitHistory.from_state)
+    if len(models) and models.n != policy.dataset_size:
+        raise ValueError(
+            f"policy state: the constraint GPs hold {models.n} observations, the dataset "
+            f"{policy.dataset_size}"
+        )
+    policy._constraints, policy._safety = models, safety

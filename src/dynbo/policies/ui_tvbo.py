@@ -302,7 +302,7 @@ class UITVBO(Policy):
 
     def _restandardize(self) -> None:
         # the noise is known in the units of y: it follows the standardization
-        self._gp.restandardize(keep_scale=self._keeps_units())
+        super()._restandardize()
         self._gp.set_hyperparameters(
             replace(self._gp.hyperparameters, noise=self._standardized_noise())
         )
@@ -320,6 +320,13 @@ class UITVBO(Policy):
             return replace(bounds, fixed=frozenset(fixed))
         low, high = self.wiener_variance_bounds
         return replace(bounds, fixed=frozenset(fixed), lengthscale_time=(1.0 / high, 1.0 / low))
+
+    def constraint_fit_bounds(self) -> HyperparameterBounds:
+        """:meth:`fit_bounds` with the noise free: the known ``noise_variance`` is that of
+        ``y``; a constraint's noise is fitted (unless ``hyperparameter_bounds`` fixes it)."""
+        bounds = self.fit_bounds()
+        free = {"noise"} - set(self.hyperparameter_bounds.fixed)
+        return replace(bounds, fixed=frozenset(bounds.fixed - free))
 
     def priors(self) -> dict[str, tuple] | None:
         """The Gamma prior on the spatial lengthscales (``None``: maximum likelihood)."""
