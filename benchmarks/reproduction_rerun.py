@@ -27,6 +27,11 @@ reference players still apply.
         --tuning-seeds 100-102 --budget 4 --tuning-store results/rkhs-tuning.sqlite \
         --tuned-campaign results/rkhs-tuned.toml --workers 1 \
         --store results/rkhs-tuned.sqlite --out docs/results/rkhs_tuned.json
+
+A paper whose result is a figure prints no OVERALL ranking; ``--stated-ranking`` gives
+the ordering its text states (levels best first, ``;`` between levels, ``,`` between
+tied policies) and ``--stated-ranking-source`` where it is stated, and the JSON gets
+Kendall's tau-b between that ordering and the measured OVERALL (``kendall_tau_stated``).
 """
 
 from __future__ import annotations
@@ -139,6 +144,30 @@ def tuning_json(result) -> dict:  # noqa: ANN001 - a TuningResult
     }
 
 
+def stated_levels(text: str) -> list[list[str]]:
+    """``"a,b;c"`` -> ``[["a", "b"], ["c"]]`` (``argparse`` type)."""
+    levels = [[p.strip() for p in level.split(",") if p.strip()] for level in text.split(";")]
+    if not all(levels) or len(levels) < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected two or more levels such as 'a,b;c', got {text!r}"
+        )
+    return levels
+
+
+def stated_tau(levels: list[list[str]], measured: dict) -> dict:
+    """Kendall's tau-b between a stated ordering (levels, ties inside a level) and the
+    measured OVERALL means of the same policies (``measured``: policy -> mean)."""
+    rank = {p: i for i, level in enumerate(levels) for p in level}
+    common = [p for p in rank if p in measured]
+    tau = kendalltau([rank[p] for p in common], [measured[p] for p in common])
+    return {
+        "levels": levels,
+        "policies": common,
+        "tau_b": float(tau.statistic),
+        "p_value": float(tau.pvalue),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", help="a reproduction (dynbo reproduce --help)")
@@ -169,6 +198,14 @@ def main() -> None:
     parser.add_argument("--budget", type=int, help="candidate settings per policy (tuning)")
     parser.add_argument("--tuning-store", help="the tuning runs' store (required to tune)")
     parser.add_argument("--tuned-campaign", help="also write the tuned campaign (TOML)")
+    parser.add_argument(
+        "--stated-ranking",
+        type=stated_levels,
+        help="for a paper without a table: the ordering its text states, best level "
+        "first, levels split by ';' and tied policies by ',' (e.g. 'a,b;c,d'); the JSON "
+        "gets Kendall's tau-b between it and the measured OVERALL",
+    )
+    parser.add_argument("--stated-ranking-source", help="where the paper states it")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--store", required=True)
     parser.add_argument("--out", required=True, help="the JSON file to write")
@@ -239,6 +276,14 @@ def main() -> None:
             "the paper prints no table of numbers (its result is a figure), so there is "
             "no published OVERALL ranking to compare with"
         )
+    if args.stated_ranking is not None:
+        overall = {
+            column: cell.mean
+            for (row, column), cell in tables["average_regret"].cells.items()
+            if row == OVERALL
+        }
+        result["kendall_tau_stated"] = stated_tau(args.stated_ranking, overall)
+        result["kendall_tau_stated"]["source"] = args.stated_ranking_source
     result["score_row"] = SCORE in tables["average_regret"].rows
     result["timing"] = timing(runs, reproductions.estimate(campaign).run_seconds)
     text = json.dumps(result, indent=1, default=str)

@@ -94,3 +94,14 @@ def test_tuned_settings_reach_the_evaluation_runs(tmp_path, monkeypatch):
     tuned_policies = result["campaign"]["policies"]
     assert tuned_policies[0]["options"] == entry["options"]
     assert tuned_policies[0]["tuned"] == entry["provenance"]
+
+
+def test_a_stated_ranking_gives_kendalls_tau_b():
+    module = _script()
+    levels = module.stated_levels("a,b;c,d")
+    assert levels == [["a", "b"], ["c", "d"]]
+    agree = module.stated_tau(levels, {"a": 0.1, "b": 0.2, "c": 0.5, "d": 0.9})
+    assert agree["tau_b"] > 0.7 and agree["policies"] == ["a", "b", "c", "d"]
+    flipped = module.stated_tau(levels, {"a": 0.9, "b": 0.5, "c": 0.2, "d": 0.1})
+    assert flipped["tau_b"] == -agree["tau_b"]
+    assert module.stated_tau(levels, {"a": 0.1, "c": 0.5})["tau_b"] == 1.0  # only those run
