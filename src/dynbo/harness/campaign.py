@@ -104,6 +104,7 @@ _PROTOCOL_KEYS = {
     "max_iterations",
     "additional_cost",
     "compression",
+    "devices",
 }
 
 

@@ -23,6 +23,9 @@ The loop follows the papers' protocol (``docs/harness.md``):
 Randomness: the warm-up design and the observation noise come from two NumPy streams
 derived from the run's seed; the policy is seeded with the same seed. With the modeled
 or step clock a run therefore replays exactly.
+
+With ``Protocol.devices = q > 1`` the run is an event simulation of one policy and ``q``
+devices evaluating at once (:mod:`dynbo.harness.devices`); ``q = 1`` is this loop.
 """
 
 from __future__ import annotations
@@ -123,6 +126,10 @@ class Protocol:
             clock and a power-of-two ``kappa``: the division is exact); only the
             compute it costs shrinks. Policy options given in seconds are not scaled.
             Modeled and measured clocks only; the benchmark must take a ``horizon``.
+        devices: ``q``, how many devices evaluate queries at once (default 1, the
+            papers' protocol). With ``q > 1`` the run is the event simulation of
+            :mod:`dynbo.harness.devices` (one policy, ``q`` devices each evaluating one
+            query at a time); wall, measured and modeled clocks only, 1 to 64 devices.
     """
 
     clock: str = "measured"
@@ -135,6 +142,7 @@ class Protocol:
     max_iterations: int | None = None
     additional_cost: float | None = None
     compression: float | None = None
+    devices: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.clock, str) or self.clock not in CLOCK_MODES:
@@ -176,6 +184,9 @@ class Protocol:
                     f"compression needs the modeled or measured clock (the {self.clock} clock "
                     "cannot be compressed), got clock = " + repr(self.clock)
                 )
+        from dynbo.harness.devices import check_protocol_devices
+
+        check_protocol_devices(self.devices, self.clock)
 
     @property
     def time_factor(self) -> float:
@@ -205,6 +216,8 @@ class Protocol:
             values["additional_cost"] = self.additional_cost
         if self.compression is not None:
             values["compression"] = self.compression
+        if self.devices != 1:
+            values["devices"] = self.devices
         return values
 
 
@@ -323,9 +336,11 @@ def make_run_policy(spec: RunSpec, bench: Benchmark, horizon: float) -> Any:
     temporal prior, are defaults the spec's options may override. A reference player's
     name (``random``, ``oracle-lag``: :mod:`dynbo.harness.references`) gives that player.
     """
+    from dynbo.harness.devices import check_policy_devices
     from dynbo.harness.references import make_reference, reference_names
     from dynbo.policies import make, policy_class
 
+    check_policy_devices(spec.policy, spec.protocol.devices)
     if spec.policy in reference_names():
         return make_reference(spec.policy, bench, int(spec.seed), spec.policy_options)
 
@@ -456,24 +471,18 @@ def _execute(
     """
     torch.set_num_threads(spec.protocol.threads)
     started = time.perf_counter()
-    run = _Run(spec)
+    if spec.protocol.devices == 1:
+        run = _Run(spec)
+    else:
+        from dynbo.harness.devices import DeviceRun
+
+        run = DeviceRun(spec)
     status, error = "done", None
     try:
         run.prepare(benchmark)
         run.warm_up()
         run.start_clock()
-        while True:
-            step = run.begin()
-            if step is None:  # the horizon or the iteration cap is reached
-                break
-            run.suggest(step)
-            run.charge_response_time(step)
-            if not run.land(step):  # it would land after the horizon: not made
-                break
-            run.evaluate(step)
-            run.evaluate_additional(step)
-            run.record(step, on_iteration, observer)
-            run.advance(step)
+        run.iterate(on_iteration, observer)
     except Exception as err:  # noqa: BLE001 - a failed run is data, not a crash
         status = "failed"
         error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
@@ -508,6 +517,8 @@ class _Step:
     row: dict[str, Any] = field(default_factory=dict)
     #: the additional queries made: ``(points (m, d), times, values)``, or ``None``
     additional: tuple[np.ndarray, list[float], list[float]] | None = None
+    #: what the run adds to the record's ``extra`` (several devices: which made it)
+    extra: dict[str, Any] = field(default_factory=dict)
     #: what the policy is told of the evaluation: ``(x, t, y)`` and the observed
     #: constraints when it models some (:meth:`_Run.answer`)
     answer: tuple[Any, ...] = ()
@@ -521,7 +532,8 @@ class _Step:
 class _Run:
     """The state of one run between the steps of the protocol (module docstring).
 
-    :func:`_execute` calls the steps in the protocol's order; each method is one of them.
+    :func:`_execute` and :meth:`iterate` call the steps in the protocol's order; each
+    method is one of them.
     Until :meth:`prepare` has run, only ``iterations``, ``timings`` and ``horizon`` are
     set (what a run that failed that early is summarized from).
     """
@@ -599,6 +611,37 @@ class _Run:
             start=1.0 if self.discrete else protocol.warmup_fraction * self.horizon,
         )
 
+    def iterate(
+        self,
+        on_iteration: Callable[[dict[str, Any]], None] | None,
+        observer: Callable[[Any, dict[str, Any]], None] | None,
+    ) -> None:
+        """Steps 2-4 of the protocol, iteration after iteration, until the run is over."""
+        while True:
+            step = self.begin()
+            if step is None:  # the horizon or the iteration cap is reached
+                break
+            if not self.query(step, on_iteration, observer):
+                break
+            self.advance(step)
+
+    def query(
+        self,
+        step: _Step,
+        on_iteration: Callable[[dict[str, Any]], None] | None,
+        observer: Callable[[Any, dict[str, Any]], None] | None,
+    ) -> bool:
+        """Ask, land, evaluate and record one query; ``False`` (nothing made) when it
+        would land after the horizon."""
+        self.suggest(step)
+        self.charge_response_time(step)
+        if not self.land(step):
+            return False
+        self.evaluate(step)
+        self.evaluate_additional(step)
+        self.record(step, on_iteration, observer)
+        return True
+
     def begin(self) -> _Step | None:
         """Start iteration ``k + 1`` at ``s_k``; ``None`` when the run is over (the horizon
         reached, under the step clock passed, or ``max_iterations`` made)."""
@@ -613,13 +656,17 @@ class _Run:
         """Tell the policy the previous answers and ask ``suggest(s_k)``, timing the work."""
         policy = self.policy
         work_start = time.perf_counter()
-        if self.pending is not None:
-            policy.observe(*self.pending)
-        if self.pending_additional is not None:
-            policy.observe_additional(*self.pending_additional)
+        self.tell()
         step.size_before = policy.dataset_size
         step.query = policy.suggest(step.s)
         step.measured = time.perf_counter() - work_start
+
+    def tell(self) -> None:
+        """Tell the policy the previous answer and its additional answers."""
+        if self.pending is not None:
+            self.policy.observe(*self.pending)
+        if self.pending_additional is not None:
+            self.policy.observe_additional(*self.pending_additional)
 
     def charge_response_time(self, step: _Step) -> None:
         """``D_k``: what the clock charges for the work (modeled: ``R(n)``, step: 0)."""
@@ -667,7 +714,7 @@ class _Run:
     ) -> None:
         """Complete the iteration's record and timings, report them, keep the answers."""
         diag, made, protocol = step.diagnostics, step.made, self.protocol
-        extra = dict(diag.extra)
+        extra = {**diag.extra, **step.extra}
         if made:
             xs, ts, ys = step.additional  # type: ignore[misc]
             extra["additional"] = [

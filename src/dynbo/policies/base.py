@@ -492,9 +492,15 @@ class Policy(ABC):
             ValueError: wrong shape, NaN/inf or non-real values, ``x`` outside the bounds,
                 ``|y|`` above the model's limit (``1e150`` in float64, ``1e18`` in
                 float32), ``|t| > 1e12``, or ``t`` earlier than the latest time the policy
-                has seen (previous ``observe`` or ``suggest``), constraint values missing,
-                unknown, non-finite or given to a policy without constraints; the policy
-                is left unchanged.
+                has seen (previous ``observe`` or ``suggest``; for the answer to a pending
+                query: the previous ``observe`` or that query's own ``t``), constraint
+                values missing, unknown, non-finite or given to a policy without
+                constraints; the policy is left unchanged.
+
+        The answer to a pending query (see :attr:`pending`) may be stamped before a later
+        ``suggest``: with several devices, the policy asks for the next query while
+        earlier ones are still being evaluated, and their answers carry the time they
+        were evaluated at (``dynbo.harness.devices``).
         """
         x_arr = self._domain.validate_point(x)
         t = self._validate_time(t)
@@ -505,7 +511,12 @@ class Policy(ABC):
                 f"y = {y} is too large to model (|y| must be <= {self._max_abs_target:g} "
                 f"with dtype {str(self.dtype).replace('torch.', '')})"
             )
-        self._check_time_order("observe", t)
+        answered = self._pending_index(x_arr)
+        older = answered is not None and answered < len(self._pending) - 1
+        if answered is None:
+            self._check_time_order("observe", t)
+        else:
+            self._check_answer_time(t, self._pending[answered][1])
         values = self._safety.values(constraints, self._max_abs_target)
         snapshot = self._snapshot()
         try:
@@ -518,7 +529,10 @@ class Policy(ABC):
             self._first_time = t
         self._last_observe_time = t
         self._pending = self._without_pending(x_arr)
-        if self._awaiting is not None:
+        # the answer to a query older than the newest one says nothing of the newest
+        # one's delay (``_awaiting`` is the newest suggestion): its own asking time is
+        # not kept, so it records no delay and the newest stays awaited
+        if self._awaiting is not None and not older:
             asked, size, wanted = self._awaiting
             # a query for a later time (ABO) that was answered then says nothing of
             # the delay (it was shorter than the wait): only answers after the wanted
@@ -564,16 +578,24 @@ class Policy(ABC):
             self._restore(snapshot)
             raise
 
-    def _without_pending(
-        self, x: np.ndarray | torch.Tensor
-    ) -> tuple[tuple[np.ndarray, float], ...]:
-        """The pending queries but the oldest at ``x`` (within the domain's tolerance)."""
+    def _pending_index(self, x: np.ndarray | torch.Tensor) -> int | None:
+        """Index in :attr:`pending` of the oldest pending query at ``x`` (within the
+        domain's tolerance), or ``None``."""
         x = np.asarray(torch.as_tensor(x).detach().cpu(), dtype=float)
         tolerance = self._domain.tolerance()
         for i, (point, _) in enumerate(self._pending):
             if np.all(np.abs(point - x) <= tolerance):
-                return self._pending[:i] + self._pending[i + 1 :]
-        return self._pending
+                return i
+        return None
+
+    def _without_pending(
+        self, x: np.ndarray | torch.Tensor
+    ) -> tuple[tuple[np.ndarray, float], ...]:
+        """The pending queries but the oldest at ``x`` (within the domain's tolerance)."""
+        i = self._pending_index(x)
+        if i is None:
+            return self._pending
+        return self._pending[:i] + self._pending[i + 1 :]
 
     def _pending_inputs(self) -> torch.Tensor:
         """``(k, input_dim)`` GP inputs of the pending queries."""
@@ -686,6 +708,16 @@ class Policy(ABC):
         ):
             if last is not None and t < last:
                 raise ValueError(f"time went backwards: {what}(t={t}) after {other}(t={last})")
+
+    def _check_answer_time(self, t: float, asked: float) -> None:
+        """The answer to a pending query asked for time ``asked``: not before it, nor
+        before the previous ``observe`` (the dataset's times stay in order); later
+        suggestions may have come in between (another device's)."""
+        if t < asked:
+            raise ValueError(f"time went backwards: observe(t={t}) answers a query for t={asked}")
+        last = self._last_observe_time
+        if last is not None and t < last:
+            raise ValueError(f"time went backwards: observe(t={t}) after observe(t={last})")
 
     def _snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], torch.Tensor]:
         # The GP and the policy replace their tensors rather than edit them in place, so

@@ -56,6 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: this machine's calibration, else 0.05 + 2e-7 n^3)",
     )
     parser.add_argument(
+        "--devices",
+        type=int,
+        default=1,
+        metavar="Q",
+        help="simulated devices evaluating queries at once (1 to 64; not with the step "
+        "clock): one policy keeps Q devices busy (docs/harness.md, Several devices)",
+    )
+    parser.add_argument(
         "--benchmark-option", action="append", metavar="KEY=VALUE", help="repeatable"
     )
     parser.add_argument(
@@ -84,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             "horizon": args.horizon,
             "warmup": args.warmup,
             "response_time": args.response_time,
+            "devices": args.devices,
         }
     )
     bench_options = key_value_options(args.benchmark_option, "benchmark")
