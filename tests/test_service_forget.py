@@ -129,7 +129,8 @@ def test_a_forget_survives_kill_9_and_the_replay(tmp_path, checkpoint_every):
             assert events[-1]["kind"] == "forget" and events[-1]["reason"] == "wrong unit"
             assert client.forget("a", seqs[2]) == {**answer, "repeated": True}
             csv = client.history("a", format="csv").splitlines()
-            assert csv[0].endswith("forgets,reason") and csv[-1].endswith(f"{seqs[2]},wrong unit")
+            assert csv[0].endswith("forgets,reason,constraints")
+            assert csv[-1].endswith(f"{seqs[2]},wrong unit,")
             with pytest.raises(ServiceError) as info:
                 client.forget("a", 999)
             assert info.value.status == 404

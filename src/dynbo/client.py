@@ -219,6 +219,7 @@ class Client:
         t: float | None = None,
         additional: Sequence[Mapping[str, Any]] = (),
         key: str | None = None,
+        constraints: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
         """Record ``y``: the answer to ``query_id`` (or a free observation at ``x``, ``t``).
 
@@ -227,6 +228,8 @@ class Client:
                 ``[{"x": [...], "y": ..., "t": ...}]`` (``t`` optional).
             key: the idempotency key (default: a fresh random one for this call, kept
                 across its retries).
+            constraints: the measured constraint values ``{name: value}`` (``c >= 0``
+                is safe) of a study whose policy declares constraints.
 
         Returns:
             The server's record of the observation (``"repeated": true`` when a retry
@@ -242,6 +245,8 @@ class Client:
             body["x"] = [float(v) for v in x]
         if t is not None:
             body["t"] = float(t)
+        if constraints is not None:
+            body["constraints"] = {str(k): float(v) for k, v in constraints.items()}
         if additional:
             body["additional"] = [
                 {k: v for k, v in dict(a).items() if k in ("x", "y", "t")} for a in additional

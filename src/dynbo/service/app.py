@@ -188,6 +188,11 @@ class ObserveIn(_Body):
         max_length=MAX_KEY_LENGTH,
         description="idempotency key: a repeated key returns the first response, records nothing",
     )
+    constraints: dict[str, float] | None = Field(
+        None,
+        description="the measured constraint values {name: value} (c >= 0 is safe) of a study "
+        "whose policy declares constraints (its 'constraints' option)",
+    )
 
 
 class QueryOut(BaseModel):
@@ -212,6 +217,7 @@ class ObservationOut(BaseModel):
     additional: int = Field(description="answers to additional points recorded")
     dataset_size: int
     repeated: bool = Field(description="true: the key was seen; this is the first response")
+    violated: bool = Field(False, description="true: a measured constraint value is below 0")
 
 
 #: FastAPI's detail when the body's JSON could not be parsed (other than a syntax error)
@@ -480,6 +486,7 @@ def create_app(
             additional=[a.model_dump() for a in body.additional],
             # an empty key in the body is refused as in the header, not read as none
             key=body.key if body.key is not None else idempotency_key,
+            constraints=body.constraints,
         )
         if not response["repeated"]:
             in_background(name)
@@ -632,7 +639,7 @@ _CSV_COLUMNS = (
 
 def _csv(events: list[Any]) -> str:
     """One row per event: the columns above, ``x0..x{d-1}``, additional and diagnostics
-    (JSON), and a forget's target and reason."""
+    (JSON), a forget's target and reason, and an observation's constraint values (JSON)."""
     dim = len(events[0].x) if events else 0
     out = io.StringIO()
     # CRLF line ends (RFC 4180): a cell holding a lone carriage return is quoted too
@@ -648,6 +655,7 @@ def _csv(events: list[Any]) -> str:
             "hyperparameters",
             "forgets",
             "reason",
+            "constraints",
         ]
     )
     for e in events:
@@ -662,6 +670,7 @@ def _csv(events: list[Any]) -> str:
             json.dumps(diag["hyperparameters"]) if diag.get("hyperparameters") else "",
             "" if e.forgets is None else e.forgets,
             e.reason or "",
+            json.dumps(e.constraints) if e.constraints else "",
         ]
         # a text cell a spreadsheet would run as a formula is prefixed with ' (numbers
         # stay numbers)

@@ -199,8 +199,10 @@ function panels(s) {
              points: s.queried.map(q => [q[0], q[1 + i]])});
   }
   return [
-    {key: "observations", title: "observations y",
-     series: [{name: "y", color: COLORS[0], dots: true, points: s.observed}]},
+    {key: "observations", title: "observations y", legend: (s.violated || []).length > 0,
+     series: [{name: "y", color: COLORS[0], dots: true, points: s.observed},
+              {name: "constraint violated", color: "#d62728", dots: true,
+               points: s.violated || []}]},
     {key: "queries", title: "queried x", legend: dim > 1, series: xs,
      yRange: dim ? [Math.min(...s.bounds[0]), Math.max(...s.bounds[1])] : null},
     {key: "dataset", title: "dataset size (after each event)",
@@ -244,7 +246,8 @@ function alarmList(entry, alarms) {
 
 function metaText(s) {
   return "policy " + s.policy + ", clock " + s.clock + ", " + s.observations +
-    " observations, " + s.suggestions + " suggestions, dataset size " + s.dataset_size;
+    " observations, " + s.suggestions + " suggestions, dataset size " + s.dataset_size +
+    (s.violations ? ", " + s.violations + " violated a constraint" : "");
 }
 
 function render(studies, force) {
@@ -339,7 +342,8 @@ def dashboard_data(manager: Any) -> list[dict[str, Any]]:
     Each is :meth:`~dynbo.service.studies.StudyManager.studies`'s summary (``name``,
     ``policy``, ``bounds`` ``(2, d)``, ``clock``, counts, ``dataset_size``) with, from its
     newest :data:`EVENTS_SHOWN` events up to the summary's last one (so that the charts
-    and the counts describe the same moment): ``observed`` ``[[t, y], ...]``,
+    and the counts describe the same moment): ``observed`` ``[[t, y], ...]``, of which
+    ``violated`` (a measured constraint value below 0),
     ``queried`` ``[[t, x_0, ..., x_{d-1}], ...]`` (each suggestion), ``sizes``
     ``[[t, dataset_size], ...]`` (after every event, in order: its last value is
     ``dataset_size``) and ``response`` ``[[t, seconds], ...]`` (each suggestion); or
@@ -360,8 +364,11 @@ def dashboard_data(manager: Any) -> list[dict[str, Any]]:
         # a retracted observation is not shown; a forget has no time of its own (its t
         # is the retracted observation's), so the size chart skips it
         retracted = {e.forgets for e in events if e.kind == "forget"}
-        study["observed"] = [
-            [e.t, e.y] for e in events if e.kind == "observe" and e.seq not in retracted
+        kept = [e for e in events if e.kind == "observe" and e.seq not in retracted]
+        study["observed"] = [[e.t, e.y] for e in kept]
+        # observations whose measured constraint values were not all >= 0
+        study["violated"] = [
+            [e.t, e.y] for e in kept if e.constraints and min(e.constraints.values()) < 0
         ]
         study["queried"] = [[e.t, *e.x] for e in suggests]
         study["sizes"] = [[e.t, e.dataset_size] for e in events if e.kind != "forget"]

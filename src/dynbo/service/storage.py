@@ -407,11 +407,14 @@ class ServiceStore:
         return [_study(r) for r in self._query("SELECT * FROM studies ORDER BY created_at, name")]
 
     def summaries(self) -> dict[str, dict[str, Any]]:
-        """Per study: counts of suggestions, observations and forgotten observations, the
-        last dataset size."""
+        """Per study: counts of suggestions, observations, forgotten observations and
+        observations that violated a constraint (a measured value below 0), the last
+        dataset size."""
         rows = self._query(
             "SELECT e.study, SUM(e.kind = 'suggest'), SUM(e.kind = 'observe'), MAX(e.seq), "
             "SUM(e.kind = 'forget'), "
+            "SUM(e.constraints IS NOT NULL AND "
+            "EXISTS (SELECT 1 FROM json_each(e.constraints) WHERE value < 0)), "
             "(SELECT dataset_size FROM events WHERE study = e.study ORDER BY seq DESC LIMIT 1) "
             "FROM events AS e GROUP BY e.study"
         )
@@ -421,9 +424,10 @@ class ServiceStore:
                 "observations": int(observations),
                 "events": int(last),
                 "forgotten": int(forgotten),
+                "violations": int(violations),
                 "dataset_size": int(size),
             }
-            for study, suggestions, observations, last, forgotten, size in rows
+            for study, suggestions, observations, last, forgotten, violations, size in rows
         }
 
     # ------------------------------------------------------------------ events

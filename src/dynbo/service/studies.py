@@ -146,6 +146,8 @@ class _Study:
     last_refit_seconds: float | None = None
     #: observations retracted by ``forget``
     forgotten: int = 0
+    #: observations whose measured constraint values were not all >= 0
+    violations: int = 0
     #: suggests and refits stopped by their deadline or a client that went away
     abandoned: int = 0
     last_abandoned: str | None = None
@@ -195,6 +197,34 @@ def _check_pending_limits(max_pending: Any, pending_expiry: Any) -> tuple[int, f
             raise Invalid(f"pending_expiry must be positive seconds or null, got {expiry}")
         return max_pending, expiry
     return max_pending, None
+
+
+def _check_constraints(value: Any) -> dict[str, float] | None:
+    """An observation's constraint values: ``{name: finite number}`` or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise Invalid(f"constraints must be an object of name: value, got {value!r}")
+    return {name: _finite(f"constraints[{name!r}]", v) for name, v in value.items()}
+
+
+def _violated(constraints: Mapping[str, float] | None) -> bool:
+    """Whether a measured constraint value is below 0 (``c_j >= 0`` is safe)."""
+    return constraints is not None and any(v < 0 for v in constraints.values())
+
+
+def _observe(
+    policy: Policy,
+    x: Sequence[float],
+    t: float,
+    y: float,
+    constraints: Mapping[str, float] | None,
+) -> None:
+    """``policy.observe``, with the constraint values when the observation has them."""
+    if constraints is None:
+        policy.observe(np.asarray(x), t, y)
+    else:
+        policy.observe(np.asarray(x), t, y, constraints=dict(constraints))
 
 
 def _check_key(key: Any) -> None:
@@ -454,6 +484,7 @@ class StudyManager:
                     "observations": 0,
                     "events": 0,
                     "forgotten": 0,
+                    "violations": 0,
                     "dataset_size": 0,
                 },
             )
@@ -480,6 +511,7 @@ class StudyManager:
                 "suggestions": study.suggestions,
                 "observations": study.observations,
                 "forgotten": study.forgotten,
+                "violations": study.violations,
                 "events": study.seq,
                 "last_time": study.last_time,
                 # the oldest query out (what a suggest returns again when none may be added)
@@ -666,6 +698,7 @@ class StudyManager:
         t: float | None = None,
         additional: Sequence[Mapping[str, Any]] = (),
         key: str | None = None,
+        constraints: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
         """Record ``y = f(x, t)``: the answer to query ``query_id``, or a free observation.
 
@@ -681,10 +714,14 @@ class StudyManager:
                 given to ``policy.observe_additional``.
             key: the client's idempotency key: a repeated key is answered with the
                 first response (``"repeated": true``) and records nothing.
+            constraints: the measured constraint values ``{name: value}`` of a study
+                whose policy declares constraints (its ``constraints`` option; every
+                declared name, ``c >= 0`` is safe), given to ``policy.observe``.
 
         Returns:
             ``{"study", "seq", "observation", "query_id", "x", "t", "y", "additional",
-            "dataset_size", "repeated"}``.
+            "dataset_size", "repeated", "violated"}`` (``violated``: a measured
+            constraint value is below 0).
 
         Raises:
             NotFound: an unknown query id. Conflict: a query answered already, or the
@@ -705,6 +742,7 @@ class StudyManager:
             assert policy is not None
             dim = policy.dim
             value = _finite("y", y)
+            measured = _check_constraints(constraints)
             query: QueryRecord | None = None
             if query_id is not None:
                 if isinstance(query_id, bool) or not isinstance(query_id, int):
@@ -739,7 +777,7 @@ class StudyManager:
             snapshot = policy.state_dict() if answers else None
             start = time.perf_counter()
             try:
-                policy.observe(np.asarray(point), when, value)
+                _observe(policy, point, when, value, measured)
                 if answers:
                     if not hasattr(policy, "observe_additional"):
                         raise ValueError(
@@ -769,6 +807,7 @@ class StudyManager:
                 "additional": len(answers),
                 "dataset_size": policy.dataset_size,
                 "repeated": False,
+                "violated": _violated(measured),
             }
             self._commit(
                 study,
@@ -782,8 +821,10 @@ class StudyManager:
                 response=response,
                 dataset_size=policy.dataset_size,
                 seconds=seconds,
+                constraints=measured,
             )
             study.observations += 1
+            study.violations += _violated(measured)
             if query is not None:
                 query.answered = True
                 if query.query_id in study.pending:
@@ -1100,7 +1141,7 @@ class StudyManager:
             else:
                 assert event.y is not None
                 if replay:
-                    policy.observe(np.asarray(event.x), event.t, event.y)
+                    _observe(policy, event.x, event.t, event.y, event.constraints)
                     if event.additional:
                         policy.observe_additional(
                             np.asarray([a["x"] for a in event.additional]).reshape(-1, policy.dim),
@@ -1108,6 +1149,7 @@ class StudyManager:
                             np.asarray([a["y"] for a in event.additional]),
                         )
                 fresh.observations += 1
+                fresh.violations += _violated(event.constraints)
                 if not replay:
                     fresh.observations_at_checkpoint = fresh.observations
                 if event.query_id is not None and event.query_id in fresh.queries:
@@ -1134,6 +1176,7 @@ class StudyManager:
             "observations",
             "observations_at_checkpoint",
             "forgotten",
+            "violations",
             "queries",
             "pending",
             "last_time",
