@@ -189,9 +189,9 @@ class ConstrainedWLAN(WLAN):
     every time, so :meth:`safe_points` is empty (a safe policy needs the user's own).
 
     Args:
-        min_rate: ``r_min`` (Mbit/s), 1.0 by default: with the W-DBO size (4 APs, 18
-            users, seed 0) 28-47 % of the power box is feasible at the times of
-            ``docs/safety.md``.
+        min_rate: ``r_min`` (Mbit/s), 1.0 by default: at the W-DBO size (4 APs, 18
+            users, seed 0) part of the power box is feasible and the sum-rate maximizer
+            is not at every time (the tests check one such time, ``t = 0``).
         constraint_noise_variance: variance of the observed constraint's noise
             ((Mbit/s)^2).
         **options: the :class:`WLAN` options (W-DBO's size by default: 4 APs, 18 users).
