@@ -391,3 +391,86 @@ def test_a_loaded_policy_keeps_the_constraint_data_and_suggests_the_same_point(t
     assert loaded._constraints.hyperparameters() == p._constraints.hyperparameters()
     assert np.array_equal(loaded._safety.applied, p._safety.applied)
     assert np.array_equal(loaded.suggest(5.0).x, p.suggest(5.0).x)
+
+
+def test_a_step_limit_alone_keeps_the_closed_form_gradient():
+    from dynbo.acquisition.constraints import SafeAcquisition
+    from dynbo.acquisition.optimize import values_and_gradients
+
+    p = _told(_make("st-gp-ucb", d=2, max_step=0.2), rng_points(6), np.arange(6.0), names=())
+    acq = p._acquisition_function(6.0)
+    lo, hi = torch.tensor([0.1, 0.3]), torch.tensor([0.5, 0.6])
+    wrapped = SafeAcquisition(acq, p._constraints, p._safety, lo, hi, 0.0)
+    points = torch.rand(5, 2, generator=torch.Generator().manual_seed(0))
+    closed = wrapped.value_and_gradient(points)
+    assert closed is not None
+    x = points.clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(wrapped(x).sum(), x)
+    torch.testing.assert_close(closed[1], auto, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(closed[0], values_and_gradients(wrapped, points)[0])
+
+
+def rng_points(n, d=2, seed=0):
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, d))
+
+
+def test_a_fit_made_ahead_gives_the_same_suggestion_with_constraints():
+    def policy():
+        p = _make("wdbo", constraints=["c"], constraint_mode="safe", safe_points=[[0.3]])
+        return _told(p, rng_points(6, d=1), np.arange(6.0))
+
+    ahead, plain = policy(), policy()
+    before = ahead.state_dict()
+    assert ahead.refit()
+    assert_states_equal(ahead.state_dict(), before)  # refit changes nothing visible
+    assert np.array_equal(ahead.suggest(6.0).x, plain.suggest(6.0).x)
+    assert ahead._constraints.hyperparameters() == plain._constraints.hyperparameters()
+
+
+def test_a_float32_policy_takes_constraints():
+    p = _make("st-gp-ucb", d=2, dtype="float32", constraints=["c"], max_step=0.3)
+    _told(p, rng_points(4), np.arange(4.0))
+    q = p.suggest(4.0)
+    assert np.all(np.abs(q.x - p.dataset.x[-1]) <= 0.3)
+    assert p._constraints.gps[0].dtype == torch.float32
+
+
+def test_predict_reads_a_constraint_gp_by_name():
+    p = _told(
+        _make("st-gp-ucb", d=2, constraints=["a", "c"]), rng_points(5), np.arange(5.0), ("a", "c")
+    )
+    x = rng_points(3, seed=1)
+    mean, var = p.predict(x, 5.0, output="c")
+    expected_mean, expected_sd = p._constraints.predict(
+        torch.as_tensor(np.hstack([x, np.full((3, 1), 5.0)]))
+    )
+    np.testing.assert_allclose(mean, expected_mean[:, 1].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(var, expected_sd[:, 1].numpy() ** 2, rtol=1e-10)
+    with pytest.raises(ValueError, match="declared constraints"):
+        p.predict(x, 5.0, output="b")
+
+
+@pytest.mark.parametrize("mode", ["feasibility", "safe"])
+@pytest.mark.parametrize("box", [False, True])
+def test_the_constrained_acquisition_gradient_in_closed_form_equals_autograd(mode, box):
+    from dynbo.acquisition.constraints import SafeAcquisition
+
+    p = _make(
+        "st-gp-ucb", d=2, constraints=["a", "c"], constraint_mode=mode, safe_points=[[0.1, 0.1]]
+    )
+    _told(p, rng_points(8), np.arange(8.0), ("a", "c"))
+    p.suggest(8.0)  # fits every GP
+    acq = p._acquisition_function(8.0)
+    lo, hi = (torch.tensor([0.0, 0.2]), torch.tensor([0.7, 0.9])) if box else (None, None)
+    wrapped = SafeAcquisition(acq, p._constraints, p._safety, lo, hi, -0.7)
+    points = torch.rand(64, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    closed = wrapped.value_and_gradient(points)
+    assert closed is not None
+    x = points.clone().requires_grad_(True)
+    values = wrapped(x)
+    (auto,) = torch.autograd.grad(values.sum(), x)
+    torch.testing.assert_close(closed[0], values.detach(), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(closed[1], auto, rtol=1e-7, atol=1e-9)
+    if mode == "safe":  # both kinds of point are there
+        margins = wrapped.lower_margin(*wrapped.margins(wrapped.to_unit(points)))
+        assert bool((margins >= 0).any()) and bool((margins < 0).any())

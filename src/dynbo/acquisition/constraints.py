@@ -98,6 +98,10 @@ _TINY = 1e-30
 #: standard deviations below the posterior mean at the data that bound the UCB from below
 #: (BoTorch's ``get_infeasible_cost``)
 _FLOOR_SDS = 6.0
+#: the most kept observations measured safe that a safe search also evaluates
+_MAX_SAFE_STARTS = 256
+#: ``log(2 pi) / 2``
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: the step box is shrunk by this fraction of the step, so that rounding in the map back to
 #: original units never takes a query over the limit
 _STEP_SHRINK = 1e-9
@@ -235,7 +239,7 @@ class Safety:
 
         Args:
             constraints: ``name -> value`` (every declared name, nothing else), or
-                ``None`` when the policy declares none.
+                ``None`` (or ``{}``) when the policy declares none.
             max_abs: the largest ``|value|`` the model takes.
             row: the row of an ``observe_additional`` batch (for messages).
 
@@ -244,7 +248,10 @@ class Safety:
                 a name missing or unknown, or a value that is not a finite real number.
         """
         if not self.names:
-            if constraints is not None:
+            # an empty mapping says "no constraints" as None does
+            if constraints is not None and not (
+                isinstance(constraints, Mapping) and not constraints
+            ):
                 raise ValueError(
                     "constraints were given, but the policy declares none (make it with "
                     'constraints=["name", ...])'
@@ -439,6 +446,91 @@ class SafeAcquisition:
         self._remember(points, values, safe)
         return values
 
+    def value_and_gradient(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Values ``(m,)`` at ``(m, dim)`` search points and their gradients ``(m, dim)`` in
+        closed form: the wrapped acquisition's and each constraint GP's
+        (:meth:`~dynbo.models.SpatioTemporalGP.posterior_with_gradient`), by the chain rule
+        through the step box. The same numbers as autograd through :meth:`__call__` to
+        rounding; ``None`` where a part has no closed form (a look-ahead window, a
+        constraint GP without data): the search then differentiates :meth:`__call__`.
+        """
+        closed_form = getattr(self.acquisition, "value_and_gradient", None)
+        unit = self.to_unit(points)
+        result = None if closed_form is None else closed_form(unit)
+        if result is None:
+            return None
+        values, gradient = result
+        if self.safety.names:
+            inputs = self.acquisition.inputs(unit)
+            posteriors = [gp.posterior_with_gradient(inputs) for gp in self.models.gps]
+            if any(p is None for p in posteriors):
+                return None
+            # each constraint in its standardized units: c_j = m_j + s_j (mu_j ...), so
+            # mu_j / sigma_j and the margins are those of the original units
+            parts = [
+                (p, gp.target_mean / gp.target_scale, p.variance.sqrt())
+                for p, gp in zip(posteriors, self.models.gps)
+            ]
+            if self.safety.mode == "feasibility":
+                values, gradient = self._feasibility(values, gradient, parts)
+            else:
+                values, gradient = self._safe(points, values, gradient, parts)
+        if self.lower is None or self.upper is None:
+            return values, gradient
+        d = self.lower.shape[0]
+        scale = torch.cat([self.upper - self.lower, gradient.new_ones(gradient.shape[-1] - d)])
+        return values, gradient * scale
+
+    def _feasibility(
+        self, base: torch.Tensor, gradient: torch.Tensor, parts: list[tuple[Any, float, Any]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``log max(UCB - L, tiny) + sum_j log Phi(z_j)`` and its gradient; ``parts``: each
+        constraint's (posterior with gradient, ``m_j / s_j``, standardized ``sigma_j``)."""
+        shifted = base - self.floor
+        above = shifted > _TINY
+        values = torch.log(shifted.clamp_min(_TINY))
+        gradient = torch.where(above[:, None], gradient / shifted.clamp_min(_TINY)[:, None], 0.0)
+        for posterior, offset, sd in parts:
+            z = (posterior.mean + offset) / sd
+            log_cdf = torch.special.log_ndtr(z)
+            # d log Phi(z) / dz = phi(z) / Phi(z), in logs: stable far in the tail
+            ratio = torch.exp(-0.5 * z * z - _HALF_LOG_2PI - log_cdf)
+            dz = (
+                posterior.mean_gradient / sd[:, None]
+                - (z / (2 * sd * sd))[:, None] * posterior.variance_gradient
+            )
+            values = values + log_cdf
+            gradient = gradient + ratio[:, None] * dz
+        return values, gradient
+
+    def _safe(
+        self,
+        points: torch.Tensor,
+        base: torch.Tensor,
+        gradient: torch.Tensor,
+        parts: list[tuple[Any, float, Any]],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The safe mode's value (see :meth:`__call__`) and its gradient (``parts`` as
+        :meth:`_feasibility`'s)."""
+        beta = self.safety.beta_c
+        margins = torch.stack([p.mean + o - beta * sd for p, o, sd in parts], dim=-1)
+        margin, worst = margins.min(dim=-1)
+        slopes = torch.stack(
+            [
+                p.mean_gradient - (beta / (2 * sd))[:, None] * p.variance_gradient
+                for p, _, sd in parts
+            ],
+            dim=1,
+        )  # (m, J, d)
+        safe = margin >= 0
+        level = self.floor - 1.0
+        values = torch.where(safe, base.clamp_min(level), level + margin)
+        worst_slope = slopes[torch.arange(len(worst)), worst]
+        kept = (safe & (base > level))[:, None]
+        gradient = torch.where(kept, gradient, torch.where(safe[:, None], 0.0, worst_slope))
+        self._remember(points, values, safe)
+        return values, gradient
+
     def _remember(self, points: torch.Tensor, values: torch.Tensor, safe: torch.Tensor) -> None:
         with torch.no_grad():
             if not bool(safe.any()):
@@ -551,7 +643,7 @@ def maximize_safely(
     else:
         lo, hi = (None, None) if box is None else box
         wrapped = SafeAcquisition(acquisition, models, safety, lo, hi, floor)
-        starts = _known_safe_starts(safety, to_unit, wrapped, searches_time)
+        starts = _known_safe_starts(safety, models, to_unit, wrapped, dim, searches_time)
         found = maximize_acquisition(wrapped, dim, extra_starts=starts, **common)
         chosen = wrapped.to_unit(found)
     fallback = None
@@ -595,18 +687,29 @@ def _with_time(unit: torch.Tensor, searches_time: bool) -> torch.Tensor:
 
 def _known_safe_starts(
     safety: Safety,
+    models: ConstraintModels,
     to_unit: Callable[[np.ndarray], torch.Tensor],
     wrapped: SafeAcquisition,
+    dim: int,
     searches_time: bool,
 ) -> torch.Tensor | None:
-    """The seeds and the confirmed point, as search points inside the step box: the box
-    search evaluates them with its raw samples (a small safe set is found where it is)."""
-    points = [p for p in safety.safe_points]
-    if safety.confirmed is not None:
-        points.append(safety.confirmed)
-    if not safety.names or not points:
+    """Points measured or declared safe, as search points inside the step box: the seeds,
+    the confirmed point and the newest ``_MAX_SAFE_STARTS`` kept observations whose
+    measured constraints were all ``>= 0``. The box search evaluates them with its raw
+    samples, so a safe set too small for the quasi-random sample is still found."""
+    if not safety.names:
         return None
-    unit = torch.stack([to_unit(p) for p in points])
+    points = [to_unit(p) for p in safety.safe_points]
+    if safety.confirmed is not None:
+        points.append(to_unit(safety.confirmed))
+    unit = torch.stack(points) if points else None
+    if models.n:
+        measured = (models.values >= 0).all(dim=1).nonzero().reshape(-1)[-_MAX_SAFE_STARTS:]
+        inputs = models.gps[0].inputs  # the model's dtype and device, as to_unit's points
+        kept = inputs[measured.to(inputs.device), :dim]
+        unit = kept if unit is None else torch.cat([unit, kept])
+    if unit is None:
+        return None
     if wrapped.lower is not None and wrapped.upper is not None:
         inside = ((unit >= wrapped.lower) & (unit <= wrapped.upper)).all(dim=1)
         unit = unit[inside]

@@ -79,6 +79,18 @@ class ConstraintModels:
             return torch.empty((0, 0), dtype=torch.float64)
         return torch.stack([gp.targets for gp in self.gps], dim=1)
 
+    def gp(self, name: str) -> SpatioTemporalGP:
+        """The GP of the constraint ``name``.
+
+        Raises:
+            ValueError: ``name`` is not a declared constraint.
+        """
+        if name not in self.names:
+            raise ValueError(
+                f"output must be one of the declared constraints {list(self.names)}, got {name!r}"
+            )
+        return self.gps[self.names.index(name)]
+
     def hyperparameters(self) -> dict[str, dict[str, Any]]:
         """``name -> hyperparameters`` of each constraint GP (plain values)."""
         return {name: gp.hyperparameters.as_dict() for name, gp in zip(self.names, self.gps)}

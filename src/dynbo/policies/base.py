@@ -74,7 +74,6 @@ from dynbo.validation import (
     max_abs_target,
     plain_value,
     positive_number,
-    real_array,
 )
 
 #: the most queries one ``suggest_batch`` returns
@@ -794,7 +793,10 @@ class Policy(ABC):
         return self._time_coordinate(self.aim_time(t))
 
     def predict(
-        self, x: Sequence[Sequence[float]] | np.ndarray, t: float | Sequence[float] | np.ndarray
+        self,
+        x: Sequence[Sequence[float]] | np.ndarray,
+        t: float | Sequence[float] | np.ndarray,
+        output: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The model's posterior mean and variance of ``f(x, t)`` now (original units).
 
@@ -802,6 +804,8 @@ class Policy(ABC):
             x: ``(m, d)`` points in the original domain.
             t: one time or ``(m,)`` times (for a policy whose model ignores time, the
                 same answer at every time).
+            output: the name of a declared constraint: its GP's posterior of ``c(x, t)``
+                (default ``None``: the objective).
 
         Returns:
             ``(mean, variance)``, each ``(m,)``: what the policy's acquisition reads
@@ -809,31 +813,20 @@ class Policy(ABC):
 
         Raises:
             ValueError: for points of the wrong shape, non-finite values, points outside
-                the bounds or ``|t| > 1e12``.
+                the bounds, ``|t| > 1e12`` or an ``output`` that is not a declared constraint.
         """
-        points = real_array("x", x)
-        if points.ndim != 2 or points.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (m, {self.dim}), got {points.shape}")
-        times = np.broadcast_to(real_array("t", t), (points.shape[0],))
-        if not (np.isfinite(points).all() and np.isfinite(times).all()):
-            raise ValueError("x and t must be finite")
-        self._domain.check_inside(points, "x")  # as observe: the model knows the box only
-        if times.size and np.abs(times).max() > MAX_ABS_TIME:  # as observe and suggest
-            raise ValueError(
-                f"t = {np.abs(times).max():g} is out of range (|t| must be <= {MAX_ABS_TIME:g})"
-            )
+        points, times = self._domain.validate_points_and_times(x, t)
         unit = self._to_unit(torch.as_tensor(points, dtype=self.dtype))
         coordinates = torch.tensor(
             [self._time_coordinate(float(v)) for v in times], dtype=self.dtype
         )
         inputs = self._gp_inputs(unit, coordinates).to(self.device)
+        gp = self._gp if output is None else self._constraints.gp(output)
         with torch.no_grad():
-            mean, var = self._acquisition_model().predict(inputs, standardized=True)
-        scale, offset = self._gp.target_scale, self._gp.target_mean
-        return (
-            (mean * scale + offset).cpu().numpy(),
-            (var * scale**2).cpu().numpy(),
-        )
+            model = self._acquisition_model() if output is None else gp
+            mean, var = model.predict(inputs, standardized=True)
+        scale, offset = gp.target_scale, gp.target_mean
+        return (mean * scale + offset).cpu().numpy(), (var * scale**2).cpu().numpy()
 
     def _acquisition_function(self, t: float) -> UpperConfidenceBound:
         """The acquisition of the iteration at ``t`` (default: UCB at the aimed time)."""
@@ -984,18 +977,12 @@ class Policy(ABC):
     def _fit(self, t: float) -> FitResult:
         """Refit the hyperparameters (MAP under :meth:`priors`, or ML), warm-started.
 
-        Two starts: the previous values (the warm start, cheap when little changed) and
-        fresh values (the priors' medians); the better optimum is kept. A warm start alone
-        stays in whichever basin it found first, and online fits on little data have
-        several (a static model with a long ``l_T`` and a drifting one with a short
-        ``l_T``). ``fit_strategy="two-start"`` runs both with L-BFGS-B at every fit;
-        ``"warm-newton"`` runs Newton from the warm start and from the runner-up (the best
-        optimum of the last fit in another basin), and from the fresh values only when the
-        restart rule (:class:`~dynbo.policies.fit_strategy.RestartRule`) finds the warm
-        optimum in doubt (:mod:`~dynbo.policies.fit_strategy`).
-
-        Each constraint GP is fitted the same way, from its own warm start and history
-        (:func:`~dynbo.policies.fit_strategy.fit_warm`), within :meth:`constraint_fit_bounds`.
+        By ``fit_strategy`` (:func:`~dynbo.policies.fit_strategy.fit_warm`, whose module
+        says why): two L-BFGS-B starts, the previous and fresh values, at every fit; or
+        Newton from the previous values and the last fit's runner-up, and from the fresh
+        values when the restart rule doubts the warm optimum. Each constraint GP is fitted
+        the same way, with its own warm start and history, within
+        :meth:`constraint_fit_bounds`.
         """
         fresh = self._initial_hyperparameters(self._t)
         common = dict(

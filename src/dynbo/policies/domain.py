@@ -16,7 +16,7 @@ import torch
 
 from dynbo.acquisition.optimize import MAX_BOX_DIM
 from dynbo.models.kernel import ArmCovariance
-from dynbo.validation import real_array
+from dynbo.validation import MAX_ABS_TIME, real_array
 
 __all__ = ["SearchDomain"]
 
@@ -150,6 +150,23 @@ class SearchDomain:
                 f"{where} = {points[i, j]} lies outside the domain "
                 f"[{self.lower[j]}, {self.upper[j]}]"
             )
+
+    def validate_points_and_times(self, x: Any, t: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(m, d)`` points inside the box and ``(m,)`` times (one time is broadcast), as
+        float64 arrays, or a ``ValueError`` (wrong shape, non-finite, outside the box,
+        ``|t| > 1e12``: what ``observe`` refuses too)."""
+        points = real_array("x", x)
+        if points.ndim != 2 or points.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (m, {self.dim}), got {points.shape}")
+        times = np.broadcast_to(real_array("t", t), (points.shape[0],))
+        if not (np.isfinite(points).all() and np.isfinite(times).all()):
+            raise ValueError("x and t must be finite")
+        self.check_inside(points, "x")  # as observe: the model knows the box only
+        if times.size and np.abs(times).max() > MAX_ABS_TIME:
+            raise ValueError(
+                f"t = {np.abs(times).max():g} is out of range (|t| must be <= {MAX_ABS_TIME:g})"
+            )
+        return points, times
 
     @staticmethod
     def _parse_bounds(bounds: Any, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
