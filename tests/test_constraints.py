@@ -474,3 +474,13 @@ def test_the_constrained_acquisition_gradient_in_closed_form_equals_autograd(mod
     if mode == "safe":  # both kinds of point are there
         margins = wrapped.lower_margin(*wrapped.margins(wrapped.to_unit(points)))
         assert bool((margins >= 0).any()) and bool((margins < 0).any())
+
+
+@pytest.mark.parametrize("name", ["wdbo", "st-gp-ucb"])
+def test_a_spent_budget_leaves_every_output_consistent(name):
+    p = _make(name, constraints=["c"], constraint_mode="safe", safe_points=[[0.2]])
+    _told(p, rng_points(8, d=1), np.arange(8.0))
+    p.suggest(8.0, budget=1e-9)  # every loop cut at its first check
+    assert "time_budget" in p.diagnostics.extra
+    _check_rows(p)
+    assert p.diagnostics.extra["constraints"]["mode"] == "safe"

@@ -36,10 +36,13 @@ the acquisition's search (:func:`maximize_safely`), in one of two modes:
     constraint GPs are spatio-temporal, so as time passes without data near a point its
     ``sigma_j`` grows towards the prior's and its bound falls below 0 unless the point
     (or one near it) is measured again. A region confirmed safe long ago leaves the safe
-    set. When no point is safe (always the case before the first observation: the prior
-    mean is 0), the query is the most recently *confirmed* safe point (the latest
-    observation whose measured constraints were all ``>= 0``), or else the first of the
-    user's ``safe_points``, and the diagnostics say so.
+    set. (Only where the policy's GP models time: under a spatial-only policy, GP-UCB or
+    the resetting, window and SparQ families, the constraint GPs are spatial too and the
+    safe set does not shrink with time.) When no point is safe (always the case before
+    the first observation: the prior mean is 0), the query is the most recently
+    *confirmed* safe point (the latest observation whose measured constraints were all
+    ``>= 0``), or else the first of the user's ``safe_points``, and the diagnostics say
+    so.
 
 The **step limit** (``max_step``, Xopt's ``max_travel_distances``): every query lies
 within ``max_step`` per coordinate (original units) of the last applied setting (the last
