@@ -209,7 +209,9 @@ def test_an_answer_to_an_older_pending_query_may_come_after_a_later_suggestion()
     first, second = policy.suggest(2.0), policy.suggest(2.5)
     for x, t, message in [
         (first.x, 1.9, r"observe\(t=1.9\) answers a query for t=2.0"),
-        (second.x, 2.2, r"observe\(t=2.2\) answers a query for t=2.5"),
+        # the newest query: no earlier than the latest suggestion (an early answer to a
+        # look-ahead query, ABO's, at or after it is fine)
+        (second.x, 2.2, r"time went backwards: observe\(t=2.2\) after suggest\(t=2.5\)"),
     ]:
         before = policy.state_dict()
         with pytest.raises(ValueError, match=message):

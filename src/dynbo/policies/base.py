@@ -512,10 +512,10 @@ class Policy(ABC):
             )
         answered = self._pending_index(x_arr)
         older = answered is not None and answered < len(self._pending) - 1
-        if answered is None:
-            self._check_time_order("observe", t)
-        else:
+        if older:  # another device's later suggestion may have come in between
             self._check_answer_time(t, self._pending[answered][1])
+        else:  # the newest query (ABO's look-ahead may be answered early) or none
+            self._check_time_order("observe", t)
         values = self._safety.values(constraints, self._max_abs_target)
         snapshot = self._snapshot()
         try:
