@@ -226,9 +226,13 @@ def main() -> None:
                 workers=args.workers,
                 progress=False,
             )
+            tuning_runs = store.runs(tuned.outcome.campaign_id)
         config = tuned.config
         tuning = tuning_json(tuned)
         tuning["wall_seconds_this_call"] = time.time() - started
+        tuning["stored_wall_seconds_total"] = sum(
+            r["wall_seconds"] for r in tuning_runs if r["wall_seconds"] is not None
+        )
         if args.tuned_campaign is not None:
             write_campaign(config, args.tuned_campaign)
     campaign = build_campaign(config)
@@ -277,12 +281,16 @@ def main() -> None:
             "no published OVERALL ranking to compare with"
         )
     if args.stated_ranking is not None:
-        overall = {
+        # OVERALL, or the benchmark's own row when the campaign has only one
+        rows = tables["average_regret"].rows
+        row = OVERALL if OVERALL in rows else rows[0]
+        means = {
             column: cell.mean
-            for (row, column), cell in tables["average_regret"].cells.items()
-            if row == OVERALL
+            for (r, column), cell in tables["average_regret"].cells.items()
+            if r == row
         }
-        result["kendall_tau_stated"] = stated_tau(args.stated_ranking, overall)
+        result["kendall_tau_stated"] = stated_tau(args.stated_ranking, means)
+        result["kendall_tau_stated"]["row"] = row
         result["kendall_tau_stated"]["source"] = args.stated_ranking_source
     result["score_row"] = SCORE in tables["average_regret"].rows
     result["timing"] = timing(runs, reproductions.estimate(campaign).run_seconds)

@@ -75,9 +75,15 @@ def test_tuned_settings_reach_the_evaluation_runs(tmp_path, monkeypatch):
             str(tmp_path / "eval.sqlite"),
             "--out",
             str(out),
+            "--stated-ranking",
+            "sw-gp-ucb;random",
         ],
     )
     result = json.loads(out.read_text())
+    # one benchmark: no OVERALL row, so the stated ordering meets the benchmark's row
+    assert result["kendall_tau_stated"]["row"] == "ackley"
+    assert result["kendall_tau_stated"]["policies"] == ["sw-gp-ucb", "random"]
+    assert result["tuning"]["stored_wall_seconds_total"] > 0
     (entry,) = result["tuning"]["entries"]
     assert result["tuning"]["tuning_seeds"] == [100, 101]
     assert len(entry["candidates"]) == 2 and entry["candidates"][0]["settings"] == {}
