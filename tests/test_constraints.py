@@ -212,19 +212,54 @@ def test_a_point_confirmed_safe_long_ago_leaves_the_safe_set():
     assert q.x[0] == pytest.approx(0.5, abs=1e-12)  # the most recently confirmed point
 
 
-def test_the_empty_safe_set_falls_back_to_the_seed_then_to_the_latest_confirmed_point():
+def test_the_empty_safe_set_falls_back_to_the_safest_of_the_seeds_and_the_confirmed_point():
     p = _make("wdbo", constraints=["c"], constraint_mode="safe", safe_points=[[0.25], [0.7]])
     q = p.suggest(0.0)  # nothing observed: the prior's bound is below 0 everywhere
-    assert q.x[0] == pytest.approx(0.25)
+    assert q.x[0] == pytest.approx(0.25)  # a tie: the first seed
     report = p.diagnostics.extra["constraints"]
     assert report["safe_set_empty"] is True and report["fallback"] == "seed"
-    p.observe([0.3], 0.0, 0.0, constraints={"c": 0.4})  # confirmed safe
+    p.observe([0.25], 0.0, 0.0, constraints={"c": 0.3})  # confirmed safe
+    p.observe([0.3], 0.5, 0.0, constraints={"c": 0.4})  # confirmed safe, the latest
     p.observe([0.6], 1.0, 0.0, constraints={"c": -0.4})  # unsafe: not confirmed
-    # a bound of 100 standard deviations: nothing is safe
-    p._safety = dataclasses.replace(p._safety, beta_c=100.0)
-    q = p.suggest(2.0)
-    assert q.x[0] == pytest.approx(0.3)
-    assert p.diagnostics.extra["constraints"]["fallback"] == "confirmed"
+    assert p._safety.confirmed[0] == pytest.approx(0.3)
+    for beta_c in (100.0, 1e4):  # bounds so wide that nothing is safe
+        p._safety = dataclasses.replace(p._safety, beta_c=beta_c)
+        state = p.state_dict()
+        q = p.suggest(2.0)
+        report = p.diagnostics.extra["constraints"]
+        assert report["safe_set_empty"] is True
+        # by hand: the option with the highest lower bound (one constraint: no scale
+        # changes the order) under the model the suggestion used
+        options = [(0.3, "confirmed"), (0.25, "seed"), (0.7, "seed")]
+        mean, sd = p._constraints.predict(torch.tensor([[x, 2.0] for x, _ in options]))
+        bounds = (mean[:, 0] - beta_c * sd[:, 0]).tolist()
+        best = max(range(3), key=lambda i: (bounds[i], -i))
+        assert q.x[0] == pytest.approx(options[best][0])
+        assert report["fallback"] == options[best][1]
+        p.load_state_dict(state)
+
+
+def test_one_safe_observation_does_not_make_the_whole_box_safe():
+    """A safe set's constraint GP has prior mean 0 (the threshold): one observation at
+    the seed, c = 0.3, must not make points far from it safe (with the data's mean as the
+    prior mean and a one-point fit's small scale, the whole box looked safe)."""
+    p = _make("gp-ucb", constraints=["c"], constraint_mode="safe", safe_points=[[0.3]])
+    p.observe([0.3], 0.0, 0.0, constraints={"c": 0.3})  # c = 0.6 - x
+    q = p.suggest(1.0)
+    assert 0.6 - q.x[0] >= 0, q.x
+    mean, var = p.predict([[1.0]], 1.0, output="c")
+    assert mean[0] - 3 * np.sqrt(var[0]) < 0
+
+
+def test_consistently_safe_data_neither_make_far_points_safe_nor_stay_safe_for_ever():
+    p = _make("st-gp-ucb", constraints=["c"], constraint_mode="safe", safe_points=[[0.1]])
+    for i, x in enumerate([0.1, 0.12, 0.08, 0.1, 0.11, 0.09]):
+        p.observe([x], float(i), 0.0, constraints={"c": 0.35 - x})
+    p.suggest(6.0)
+    mean, var = p.predict([[1.0]], 6.0, output="c")
+    assert mean[0] - 3 * np.sqrt(var[0]) < 0  # far from the data
+    mean, var = p.predict([[0.1]], 1e4, output="c")
+    assert mean[0] - 3 * np.sqrt(var[0]) < 0  # long after the data
 
 
 def test_safe_mode_queries_satisfy_the_lower_bound_at_the_chosen_point():
@@ -484,3 +519,32 @@ def test_a_spent_budget_leaves_every_output_consistent(name):
     assert "time_budget" in p.diagnostics.extra
     _check_rows(p)
     assert p.diagnostics.extra["constraints"]["mode"] == "safe"
+
+
+@pytest.mark.parametrize("name", ["sparq-gp-ucb", "w-sparq-gp-ucb"])
+def test_sparq_re_queries_keep_to_the_step_limit_and_the_safe_set(name):
+    p = _make(name, constraints=["c"], constraint_mode="safe", safe_points=[[0.1]], max_step=0.05)
+    # past inputs far away, two of them measured unsafe (c = 0.3 - x)
+    for i, x in enumerate([0.1, 0.9, 0.12, 0.8, 0.11]):
+        p.observe([x], float(i), 0.0, constraints={"c": 0.3 - x})
+    requeried = 0
+    for k in range(8):
+        q = p.suggest(5.0 + k)
+        extra = p.diagnostics.extra
+        for x in q.additional:
+            requeried += 1
+            assert np.all(np.abs(x - q.x) <= 0.05 + 1e-12), (x, q.x)
+            if not np.allclose(x, q.x):  # the main query itself is its own business
+                mean, var = p.predict(x.reshape(1, -1), q.t, output="c")
+                assert mean[0] - 3.0 * np.sqrt(var[0]) >= 0, x
+        if extra.get("requery"):
+            assert extra["requeries_excluded"] >= 2  # at least 0.9 and 0.8
+        p.observe(q.x, q.t, 0.0, constraints={"c": 0.3 - q.x[0]})
+        if len(q.additional):
+            p.observe_additional(
+                q.additional,
+                np.full(len(q.additional), q.t),
+                np.zeros(len(q.additional)),
+                constraints={"c": 0.3 - q.additional[:, 0]},
+            )
+    assert requeried >= 1  # the check above ran

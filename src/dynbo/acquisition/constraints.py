@@ -319,14 +319,11 @@ class Safety:
         confirmed = x if self.names and bool((values >= 0).all()) else self.confirmed
         return values, replace(self, applied=x, confirmed=confirmed, arriving=self.arriving[1:])
 
-    def fallback(self) -> tuple[np.ndarray, str] | None:
-        """``(point (d,), source)``: the latest confirmed safe point (``"confirmed"``), or
-        the first safe seed (``"seed"``), or ``None``."""
-        if self.confirmed is not None:
-            return self.confirmed, "confirmed"
-        if len(self.safe_points):
-            return self.safe_points[0], "seed"
-        return None
+    def fallbacks(self) -> list[tuple[np.ndarray, str]]:
+        """``[(point (d,), source), ...]``: the latest confirmed safe point
+        (``"confirmed"``), then the safe seeds (``"seed"``), in that order."""
+        confirmed = [] if self.confirmed is None else [(self.confirmed, "confirmed")]
+        return confirmed + [(point, "seed") for point in self.safe_points]
 
     def reference(self) -> np.ndarray | None:
         """``(d,)`` where the step limit is measured from: the last applied setting, or
@@ -656,7 +653,7 @@ def maximize_safely(
             if wrapped.best_safe is not None and candidates is None:
                 chosen = wrapped.to_unit(wrapped.best_safe[0])
             else:
-                fallback = safety.fallback()
+                fallback = _fallback(safety, wrapped, to_unit, searches_time)
         report["safe_set_empty"] = fallback is not None
         if fallback is not None:
             point = to_unit(fallback[0])
@@ -681,6 +678,48 @@ def _unit_map(
         return torch.as_tensor(unit, dtype=dtype, device=device)
 
     return to_unit
+
+
+def _fallback(
+    safety: Safety,
+    wrapped: SafeAcquisition,
+    to_unit: Callable[[np.ndarray], torch.Tensor],
+    searches_time: bool,
+) -> tuple[np.ndarray, str] | None:
+    """Where to go when no point is safe: among the latest confirmed safe point and the
+    seeds, the one whose lower bound is highest under the current model (the first on a
+    tie: the confirmed point). Under drift the latest confirmed point need not be the
+    safest now, and a seed known to be safe at every time may be better."""
+    options = safety.fallbacks()
+    if not options:
+        return None
+    points = torch.stack([_with_time(to_unit(point), searches_time) for point, _ in options])
+    margin = wrapped.lower_margin(*wrapped.margins(points))
+    return options[int(torch.argmax(margin))]
+
+
+def admissible(
+    points: torch.Tensor,
+    reference: torch.Tensor,
+    safety: Safety,
+    predict: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+) -> torch.Tensor:
+    """``(m,)`` which of ``(m, d)`` points (original units) a query may go to now: within
+    the step limit of ``(d,)`` ``reference`` (when there is one) and, in safe mode, with
+    every lower bound ``mu_j - beta_c sigma_j >= 0`` under ``predict`` (points ->
+    ``(mean, sd)``, each ``(m, J)``, original units, at the query time).
+
+    For queries made beside the main one (SparQ-GP-UCB's re-evaluations of past inputs),
+    which the search of :func:`maximize_safely` never sees.
+    """
+    keep = torch.ones(points.shape[0], dtype=torch.bool, device=points.device)
+    if safety.max_step is not None and points.shape[0]:
+        step = torch.as_tensor(safety.max_step, dtype=points.dtype, device=points.device)
+        keep &= ((points - reference).abs() <= step).all(dim=1)
+    if safety.names and safety.mode == "safe" and points.shape[0]:
+        mean, sd = predict(points)
+        keep &= ((mean - safety.beta_c * sd) >= 0).all(dim=1).to(keep.device)
+    return keep
 
 
 def _with_time(unit: torch.Tensor, searches_time: bool) -> torch.Tensor:

@@ -35,7 +35,8 @@ class ConstraintModels:
         names: the constraints' names, in the order of the value columns.
         kernel: the objective GP's kernel (families, dimension, time input).
         hyperparameters: the initial values of every constraint GP (standardized units).
-        standardize, dtype, device: as :class:`~dynbo.models.SpatioTemporalGP`.
+        standardize, center, dtype, device: as :class:`~dynbo.models.SpatioTemporalGP`
+            (a safe set's GPs are not centred: their prior mean is the threshold 0).
 
     Attributes:
         names: ``(J,)`` the constraint names.
@@ -52,17 +53,32 @@ class ConstraintModels:
         hyperparameters: Hyperparameters,
         *,
         standardize: bool = True,
+        center: bool = True,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
         self.names: tuple[str, ...] = tuple(names)
         self.gps: tuple[SpatioTemporalGP, ...] = tuple(
             SpatioTemporalGP(
-                kernel, hyperparameters, standardize=standardize, dtype=dtype, device=device
+                kernel,
+                hyperparameters,
+                standardize=standardize,
+                center=center,
+                dtype=dtype,
+                device=device,
             )
             for _ in self.names
         )
         self.histories: tuple[Any, ...] = (None,) * len(self.names)
+
+    @classmethod
+    def of(
+        cls, safety: Any, kernel: KernelSpec, hyperparameters: Hyperparameters, **settings: Any
+    ) -> ConstraintModels:
+        """The GPs of a policy's constraints (``safety``: its
+        :class:`~dynbo.acquisition.constraints.Safety`): in safe mode not centred, so that
+        the prior mean is the threshold 0 and not the mean of the values seen elsewhere."""
+        return cls(safety.names, kernel, hyperparameters, center=safety.mode != "safe", **settings)
 
     def __len__(self) -> int:
         return len(self.names)

@@ -117,6 +117,10 @@ class SpatioTemporalGP:
         standardize: standardize the targets (the papers' default); with ``False`` the
             prior mean is 0 and the targets are used as they are (within-model
             benchmarks with a known prior).
+        center: with ``standardize``, subtract the targets' mean (the default); with
+            ``False`` the prior mean stays 0 in original units and the targets are only
+            scaled, by their root mean square (a safe set's constraint GP: its prior
+            must not call a point safe because the data seen elsewhere were).
         dtype: floating dtype of every tensor (default float64).
         device: torch device of every tensor.
 
@@ -130,6 +134,7 @@ class SpatioTemporalGP:
         hyperparameters: Hyperparameters | None = None,
         *,
         standardize: bool = True,
+        center: bool = True,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -139,6 +144,7 @@ class SpatioTemporalGP:
         self._hyper = hyperparameters.for_kernel(kernel)
         self._lengthscale_cache: tuple[Hyperparameters, torch.Tensor] | None = None
         self.standardize = standardize
+        self.center = center
         self.dtype = dtype
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         D = kernel.input_dim
@@ -351,6 +357,13 @@ class SpatioTemporalGP:
             return
         if self.n == 0:
             return  # nothing to estimate from: the units stay those of the hyperparameters
+        if not self.center:
+            # the prior mean is 0 in original units; one point has a scale too (|y_1|)
+            self._target_mean = 0.0
+            if not keep_scale:
+                rms = float(self._targets.square().mean().sqrt())
+                self._target_scale = rms if rms > 0 else 1.0
+            return
         self._target_mean = float(self._targets.mean())
         if keep_scale or self.n == 1:
             return

@@ -288,8 +288,8 @@ class Policy(ABC):
         )
         # the constraints' settings and GPs (both replaced, never edited: see their modules)
         self._safety = options.safety
-        self._constraints = ConstraintModels(
-            self._safety.names, self.kernel, self._gp.hyperparameters, **self._gp_settings()
+        self._constraints = ConstraintModels.of(
+            self._safety, self.kernel, self._gp.hyperparameters, **self._gp_settings()
         )
         self._iteration = 0
         self._fitted = False

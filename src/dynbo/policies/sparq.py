@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dynbo.acquisition.constraints import admissible
 from dynbo.acquisition.ucb import BetaSchedule, make_beta_schedule
 from dynbo.kdpp import approximation_size, nystrom_residual_trace, sample_kdpp, unique_rows
 from dynbo.policies.base import Diagnostics, Policy, register
@@ -323,9 +324,19 @@ class SparQGPUCB(Policy):
         pool = self._past_inputs
         if not bool((pool == chosen.reshape(1, -1)).all(dim=1).any()):
             pool = torch.cat([pool, chosen.reshape(1, -1)])
-        inputs = self._gp_inputs(
-            self._to_unit(pool.to(self.dtype)), torch.zeros(len(pool), dtype=self.dtype)
-        ).to(self.device)
+
+        def gp_inputs(points: torch.Tensor) -> torch.Tensor:
+            times = torch.zeros(len(points), dtype=self.dtype)
+            return self._gp_inputs(self._to_unit(points.to(self.dtype)), times).to(self.device)
+
+        # re-queries go only where the main query may: within its step limit and, in
+        # safe mode, where every constraint's lower bound is >= 0 now
+        allowed = admissible(
+            pool, chosen, self._safety, lambda p: self._constraints.predict(gp_inputs(p))
+        ).cpu()
+        diag.extra["requeries_excluded"] = int((~allowed).sum())
+        pool = pool[allowed | (pool == chosen.reshape(1, -1)).all(dim=1)]
+        inputs = gp_inputs(pool)
         if self.queries_rule == "approximation":
             size, expected_ratio = self.approximation_count(inputs)
             diag.extra["trace_ratio"] = expected_ratio
