@@ -38,11 +38,15 @@ the acquisition's search (:func:`maximize_safely`), in one of two modes:
     (or one near it) is measured again. A region confirmed safe long ago leaves the safe
     set. (Only where the policy's GP models time: under a spatial-only policy, GP-UCB or
     the resetting, window and SparQ families, the constraint GPs are spatial too and the
-    safe set does not shrink with time.) When no point is safe (always the case before
-    the first observation: the prior mean is 0), the query is the most recently
-    *confirmed* safe point (the latest observation whose measured constraints were all
-    ``>= 0``), or else the first of the user's ``safe_points``, and the diagnostics say
-    so.
+    safe set does not shrink with time.) The constraint GPs of a safe set are not centred:
+    their prior mean is the threshold 0 (their targets are only scaled, by their root mean
+    square), so that values seen elsewhere or long ago do not make a point safe by
+    themselves. When no point is safe (always the case before the first observation),
+    the query is the one among the latest *confirmed* safe point (the latest observation
+    whose measured constraints were all ``>= 0``) and the user's ``safe_points`` whose
+    lower bound is highest under the current model (the confirmed point on a tie), and
+    the diagnostics say which. Queries made beside the main one (SparQ's re-queries) go
+    only where the main query may (:func:`admissible`).
 
 The **step limit** (``max_step``, Xopt's ``max_travel_distances``): every query lies
 within ``max_step`` per coordinate (original units) of the last applied setting (the last
