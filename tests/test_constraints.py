@@ -548,3 +548,22 @@ def test_sparq_re_queries_keep_to_the_step_limit_and_the_safe_set(name):
                 constraints={"c": 0.3 - q.additional[:, 0]},
             )
     assert requeried >= 1  # the check above ran
+
+
+def test_safe_points_must_be_candidates_on_a_finite_set():
+    grid = np.array([[0.0], [0.5], [1.0]])
+    with pytest.raises(
+        ValueError, match=r"safe_points\[0\] = \[0.3\] is not one of the candidates"
+    ):
+        _make(
+            "gp-ucb",
+            candidates=grid,
+            constraints=["c"],
+            constraint_mode="safe",
+            safe_points=[[0.3]],
+        )
+    p = _make(
+        "gp-ucb", candidates=grid, constraints=["c"], constraint_mode="safe", safe_points=[[0.5]]
+    )
+    q = p.suggest(0.0)  # nothing known: the seed itself
+    assert q.x[0] == 0.5 and p.diagnostics.extra["constraints"]["fallback"] == "seed"

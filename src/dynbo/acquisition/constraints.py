@@ -173,11 +173,15 @@ class Safety:
         safe_points: Any,
         beta_c: Any,
         max_step: Any,
+        candidates: np.ndarray | None = None,
     ) -> Safety:
         """Check the options (see :class:`~dynbo.policies.PolicyOptions`).
 
         Args:
             lower, upper: ``(d,)`` the search box, original units.
+            candidates: ``(N, d)`` the policy's finite candidate set, if it has one: the
+                safe points must be among them (a fallback to a seed that is not a
+                candidate would go to the nearest candidate, never confirmed safe).
 
         Raises:
             ValueError: naming the option that is wrong.
@@ -216,6 +220,13 @@ class Safety:
                     f"[{lower[j]}, {upper[j]}]"
                 )
             points = np.clip(points, lower, upper)
+            if candidates is not None:
+                tol = 1e-9 * np.maximum(upper - lower, 1.0)
+                for i, point in enumerate(points):
+                    if not (np.abs(candidates - point) <= tol).all(axis=1).any():
+                        raise ValueError(
+                            f"safe_points[{i}] = {point.tolist()} is not one of the candidates"
+                        )
         if constraint_mode == "safe" and len(points) == 0:
             raise ValueError(
                 'constraint_mode="safe" needs at least one safe seed point: '

@@ -361,6 +361,7 @@ class PolicyOptions:
             safe_points=safe_points,
             beta_c=beta_c,
             max_step=max_step,
+            candidates=domain.candidates,
         )
         return cls(
             arguments=arguments,
