@@ -212,10 +212,17 @@ def test_a_point_confirmed_safe_long_ago_leaves_the_safe_set():
     assert q.x[0] == pytest.approx(0.5, abs=1e-12)  # the most recently confirmed point
 
 
-def test_the_empty_safe_set_falls_back_to_the_safest_of_the_seeds_and_the_confirmed_point():
-    p = _make("wdbo", constraints=["c"], constraint_mode="safe", safe_points=[[0.25], [0.7]])
+@pytest.mark.parametrize("rule", ["confirmed", "seed"])
+def test_the_empty_safe_set_falls_back_to_the_latest_confirmed_point_or_the_safest_seed(rule):
+    p = _make(
+        "wdbo",
+        constraints=["c"],
+        constraint_mode="safe",
+        safe_points=[[0.25], [0.7]],
+        safe_fallback=rule,
+    )
     q = p.suggest(0.0)  # nothing observed: the prior's bound is below 0 everywhere
-    assert q.x[0] == pytest.approx(0.25)  # a tie: the first seed
+    assert q.x[0] == pytest.approx(0.25)  # a tie between the seeds: the first
     report = p.diagnostics.extra["constraints"]
     assert report["safe_set_empty"] is True and report["fallback"] == "seed"
     p.observe([0.25], 0.0, 0.0, constraints={"c": 0.3})  # confirmed safe
@@ -228,15 +235,22 @@ def test_the_empty_safe_set_falls_back_to_the_safest_of_the_seeds_and_the_confir
         q = p.suggest(2.0)
         report = p.diagnostics.extra["constraints"]
         assert report["safe_set_empty"] is True
-        # by hand: the option with the highest lower bound (one constraint: no scale
-        # changes the order) under the model the suggestion used
-        options = [(0.3, "confirmed"), (0.25, "seed"), (0.7, "seed")]
-        mean, sd = p._constraints.predict(torch.tensor([[x, 2.0] for x, _ in options]))
-        bounds = (mean[:, 0] - beta_c * sd[:, 0]).tolist()
-        best = max(range(3), key=lambda i: (bounds[i], -i))
-        assert q.x[0] == pytest.approx(options[best][0])
-        assert report["fallback"] == options[best][1]
+        if rule == "confirmed":  # the last known good setting, whatever the model says
+            assert q.x[0] == pytest.approx(0.3) and report["fallback"] == "confirmed"
+        else:  # by hand: the seed with the highest lower bound under the model used
+            mean, sd = p._constraints.predict(torch.tensor([[0.25, 2.0], [0.7, 2.0]]))
+            bounds = (mean[:, 0] - beta_c * sd[:, 0]).tolist()
+            best = 0.25 if bounds[0] >= bounds[1] else 0.7
+            assert q.x[0] == pytest.approx(best) and report["fallback"] == "seed"
         p.load_state_dict(state)
+    with pytest.raises(ValueError, match="safe_fallback must be one of"):
+        _make(
+            "wdbo",
+            constraints=["c"],
+            constraint_mode="safe",
+            safe_points=[[0.25]],
+            safe_fallback="nearest",
+        )
 
 
 def test_one_safe_observation_does_not_make_the_whole_box_safe():

@@ -42,11 +42,12 @@ the acquisition's search (:func:`maximize_safely`), in one of two modes:
     their prior mean is the threshold 0 (their targets are only scaled, by their root mean
     square), so that values seen elsewhere or long ago do not make a point safe by
     themselves. When no point is safe (always the case before the first observation),
-    the query is the one among the latest *confirmed* safe point (the latest observation
-    whose measured constraints were all ``>= 0``) and the user's ``safe_points`` whose
-    lower bound is highest under the current model (the confirmed point on a tie), and
-    the diagnostics say which. Queries made beside the main one (SparQ's re-queries) go
-    only where the main query may (:func:`admissible`).
+    the query is the latest *confirmed* safe point (the latest observation whose
+    measured constraints were all ``>= 0``; the seeds before there is one) or, with
+    ``safe_fallback="seed"``, one of the user's ``safe_points`` (among several, the one
+    whose lower bound is highest under the current model), and the diagnostics say
+    which. Queries made beside the main one (SparQ's re-queries) go only where the main
+    query may (:func:`admissible`).
 
 The **step limit** (``max_step``, Xopt's ``max_travel_distances``): every query lies
 within ``max_step`` per coordinate (original units) of the last applied setting (the last
@@ -91,6 +92,9 @@ __all__ = [
 
 #: values of the ``constraint_mode`` option (the first is the default)
 CONSTRAINT_MODES = ("feasibility", "safe")
+#: where safe mode goes when no point is safe (``safe_fallback``): the last known good
+#: setting, or the user's safe seeds
+FALLBACKS = ("confirmed", "seed")
 #: default ``beta_c``: the query maximizes an optimistic acquisition over the safe set, so
 #: it tends to sit on the set's edge, where the bound is tight; there a calibrated model
 #: violates with probability ``Phi(-beta_c)`` per constraint: 0.13 % for 3 (2.3 % for 2).
@@ -149,6 +153,8 @@ class Safety:
         applied: ``(d,)`` the last ``x`` the policy was told (original units), or ``None``.
         confirmed: ``(d,)`` the latest observed ``x`` whose measured constraints were all
             ``>= 0``, or ``None``.
+        fallback: ``"confirmed"`` or ``"seed"``: where an empty safe set sends the query
+            (:meth:`fallbacks`).
         arriving: constraint values ``(J,)`` of the rows being appended (an ``observe`` in
             progress), oldest first.
     """
@@ -161,6 +167,7 @@ class Safety:
     applied: np.ndarray | None = None
     confirmed: np.ndarray | None = None
     arriving: tuple[np.ndarray, ...] = ()
+    fallback: str = "confirmed"
 
     @classmethod
     def parse(
@@ -173,6 +180,7 @@ class Safety:
         safe_points: Any,
         beta_c: Any,
         max_step: Any,
+        fallback: Any = "confirmed",
         candidates: np.ndarray | None = None,
     ) -> Safety:
         """Check the options (see :class:`~dynbo.policies.PolicyOptions`).
@@ -244,7 +252,9 @@ class Safety:
                 )
             if not (np.isfinite(step).all() and (step > 0).all()):
                 raise ValueError(f"max_step must be positive and finite, got {step.tolist()}")
-        return cls(names, str(constraint_mode), beta, points, step)
+        if fallback not in FALLBACKS:
+            raise ValueError(f"safe_fallback must be one of {FALLBACKS}, got {fallback!r}")
+        return cls(names, str(constraint_mode), beta, points, step, fallback=str(fallback))
 
     @property
     def enabled(self) -> bool:
@@ -335,10 +345,12 @@ class Safety:
         return values, replace(self, applied=x, confirmed=confirmed, arriving=self.arriving[1:])
 
     def fallbacks(self) -> list[tuple[np.ndarray, str]]:
-        """``[(point (d,), source), ...]``: the latest confirmed safe point
-        (``"confirmed"``), then the safe seeds (``"seed"``), in that order."""
-        confirmed = [] if self.confirmed is None else [(self.confirmed, "confirmed")]
-        return confirmed + [(point, "seed") for point in self.safe_points]
+        """``[(point (d,), source), ...]`` where an empty safe set may send the query:
+        with ``fallback="confirmed"`` the latest confirmed safe point (``"confirmed"``)
+        once there is one, else (and with ``"seed"``) the safe seeds (``"seed"``)."""
+        if self.fallback == "confirmed" and self.confirmed is not None:
+            return [(self.confirmed, "confirmed")]
+        return [(point, "seed") for point in self.safe_points]
 
     def reference(self) -> np.ndarray | None:
         """``(d,)`` where the step limit is measured from: the last applied setting, or
@@ -701,10 +713,9 @@ def _fallback(
     to_unit: Callable[[np.ndarray], torch.Tensor],
     searches_time: bool,
 ) -> tuple[np.ndarray, str] | None:
-    """Where to go when no point is safe: among the latest confirmed safe point and the
-    seeds, the one whose lower bound is highest under the current model (the first on a
-    tie: the confirmed point). Under drift the latest confirmed point need not be the
-    safest now, and a seed known to be safe at every time may be better."""
+    """Where to go when no point is safe: among :meth:`Safety.fallbacks` (the latest
+    confirmed point, or the seeds), the one whose lower bound is highest under the
+    current model (the first on a tie)."""
     options = safety.fallbacks()
     if not options:
         return None

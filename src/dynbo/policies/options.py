@@ -156,6 +156,10 @@ class PolicyOptions:
     - ``max_step``: the largest move per coordinate from the last applied setting
       (original units; one number or ``d``), in every mode and without constraints too
       (default ``None``: no limit).
+    - ``safe_fallback``: where safe mode goes when no point is safe: ``"confirmed"``
+      (default: the latest observation measured safe, the last known good setting; the
+      seeds before there is one) or ``"seed"`` (the ``safe_points``, for seeds known to be
+      safe at every time); among several, the one whose lower bound is highest now.
 
     Attributes:
         arguments: every shared option as given (defaults filled in), as plain Python
@@ -256,6 +260,7 @@ class PolicyOptions:
         safe_points: Any = None,
         beta_c: Any = DEFAULT_BETA_C,
         max_step: Any = None,
+        safe_fallback: Any = "confirmed",
     ) -> PolicyOptions:
         """Check and convert the shared options for a policy of class ``policy`` (every
         one is required here: the defaults are those of ``Policy.__init__``).
@@ -361,6 +366,7 @@ class PolicyOptions:
             safe_points=safe_points,
             beta_c=beta_c,
             max_step=max_step,
+            fallback=safe_fallback,
             candidates=domain.candidates,
         )
         return cls(
