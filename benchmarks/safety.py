@@ -5,11 +5,14 @@ counted as every run counts them: a query whose noise-free constraint values at
 ``(x_k, t_k)`` are below 0 for any constraint):
 
 1. ``moving-hazard`` (an unsafe disc circling the domain; :mod:`dynbo.benchmarks.constrained`):
-   GP-UCB in ``"safe"`` mode with the default ``beta_c`` (seeded by the benchmark's four
-   safe points, which are also the warm-up), against GP-UCB without constraints (warm-up:
-   uniform points), ``--hazard-seeds`` seeds each, step clock (one query per step),
-   ``T = --hazard-horizon`` steps (the disc circles twice, the peak once). GP-UCB, not
-   W-DBO: the faster of the two, so that 20 seeds fit the time budget.
+   each of ``--hazard-policies`` (default W-DBO, whose spatio-temporal GP makes the safe
+   set shrink where nothing was confirmed lately, and GP-UCB, whose spatial GP keeps a
+   point confirmed safe once safe for ever: SafeOpt's safe set) in ``"safe"`` mode with
+   the default ``beta_c`` (seeded by the benchmark's four safe points, which are also the
+   warm-up), and without constraints (warm-up: uniform points), ``--hazard-seeds`` seeds
+   each, step clock (one query per step), ``T = --hazard-horizon`` steps (the disc
+   circles twice, the peak once); W-DBO also with ``safe_fallback="seed"`` (the
+   benchmark's seeds are safe at every time).
 2. ``wlan-min-rate`` (W-DBO's WLAN size, 4 APs and 18 users, a minimum per-user rate of
    1 Mbit/s): W-DBO with the constraint in ``"feasibility"`` mode (no power setting is
    known to be safe at every time, which safe mode needs) and without, ``--wlan-seeds``
@@ -70,14 +73,25 @@ def _specs(args: argparse.Namespace) -> list[tuple[str, str, RunSpec]]:
         cost=9.5,
     )
     # (benchmark, its options, policy, protocol, seeds, the constrained variant's mode)
-    experiments = (
-        ("moving-hazard", {}, "gp-ucb", hazard, args.hazard_seeds, "safe"),
-        ("wlan-min-rate", WLAN_OPTIONS, "wdbo", wlan, args.wlan_seeds, "feasibility"),
+    experiments = [
+        ("moving-hazard", {}, policy, hazard, args.hazard_seeds, "safe")
+        for policy in args.hazard_policies.split(",")
+    ]
+    experiments.append(
+        ("wlan-min-rate", WLAN_OPTIONS, "wdbo", wlan, args.wlan_seeds, "feasibility")
     )
     out = []
     for benchmark, bench_options, policy, protocol, seeds, mode in experiments:
+        variants = [(mode, {"constraint_mode": mode}), ("unconstrained", {})]
+        if benchmark == "moving-hazard" and policy == "wdbo":
+            # the seeds are safe at every time on this benchmark: the other fallback
+            variants.append(
+                ("safe seed-fallback", {"constraint_mode": mode, "safe_fallback": "seed"})
+            )
         for seed in range(seeds):
-            for variant, options in ((mode, {"constraint_mode": mode}), ("unconstrained", {})):
+            for mode_name, options in variants:
+                # one variant per policy and mode on the hazard (two policies there)
+                variant = mode_name if benchmark != "moving-hazard" else f"{policy} {mode_name}"
                 spec = RunSpec(
                     benchmark=benchmark,
                     policy=policy,
@@ -153,6 +167,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hazard-seeds", type=int, default=20)
     parser.add_argument("--hazard-horizon", type=float, default=HAZARD_HORIZON)
+    parser.add_argument(
+        "--hazard-policies", default="wdbo,gp-ucb", help="comma-separated policies (hazard)"
+    )
     parser.add_argument("--wlan-seeds", type=int, default=5)
     parser.add_argument("--wlan-horizon", type=float, default=WLAN_HORIZON)
     parser.add_argument("--workers", type=int, default=1)
@@ -170,7 +187,7 @@ def main() -> None:
         stored = store.runs(campaign.campaign_id)
         # the loop records' flags and what the policies said of their constraints
         records = _loop_records(store, [s.run_id for _, _, s in runs])
-    safe = [r for r in records if variant_of[r["run_id"]][1] == "safe"]
+    safe = [r for r in records if variant_of[r["run_id"]][1].endswith(" safe")]
     beta_c = next((r["constraints"]["beta_c"] for r in safe if r["constraints"]), None)
     elapsed = time.perf_counter() - started
     failed = [r for r in stored if r["status"] != "done"]
@@ -199,7 +216,7 @@ def main() -> None:
                 _fallback_breakdown(
                     [r for r in records if variant_of[r["run_id"]] == (experiment, variant)]
                 )
-                if variant == "safe"
+                if "safe" in variant
                 else None
             ),
             "per_seed": [
@@ -242,7 +259,7 @@ def main() -> None:
         ),
         "settings": {
             "moving-hazard": {
-                "policy": "gp-ucb",
+                "policies": args.hazard_policies.split(","),
                 "clock": "step",
                 "horizon_steps": args.hazard_horizon,
                 "warmup": 4,
