@@ -231,3 +231,33 @@ def test_f_and_optimum_check_their_inputs(name):
     for call, message in bad_calls:
         with pytest.raises(ValueError, match=f"{name}: .*{message}|{message}"):
             call()
+
+
+def test_control_suite_carries_table_6s_gamma_lengthscale_prior():
+    from dynbo.benchmarks.cartpole import CartPole
+    from dynbo.benchmarks.registry import CONTROL_POLICIES
+    from dynbo.policies import make
+
+    control = benchmarks.suite("control")
+    assert control.policies == CONTROL_POLICIES and control.seeds == 20
+    assert "Gamma(15, 10/3)" in control.description
+    # Table 6: Gamma(15, 10/3) in z = theta / scale, where the box's sides are s
+    sides = np.array([8.0, 8.0, 25.0 / 3.0, 16.0])
+    for entry in control.entries:
+        bench = entry.build(seed=0)
+        assert np.array_equal(bench.bounds, CartPole.search_box)
+        for name in CONTROL_POLICIES:
+            options = entry.policy_options[name]
+            assert options["ard"] is True
+            concentration, rates = options["lengthscale_prior"]
+            assert concentration == 15.0
+            assert np.allclose(np.array(rates) / sides, 10.0 / 3.0)
+            # the prior's mean in z units is Table 6's 4.5 on every axis
+            assert np.allclose(concentration / np.array(rates) * sides, 4.5)
+            extra = {"noise_variance": 0.02} if name == "ui-tvbo" else {}
+            policy = make(name, bounds=bench.bounds, **extra, **options)
+            assert policy.priors()["lengthscale_space"] == ("gamma", 15.0, tuple(rates))
+        # UI-TVBO's lengthscale box (0.5, 6) in z units holds every axis's prior mean
+        low, high = entry.policy_options["ui-tvbo"]["hyperparameter_bounds"]["lengthscale_space"]
+        assert (low, high) == (0.5 / 16, 6 / 8)
+        assert np.all((low < 15.0 / np.array(rates)) & (15.0 / np.array(rates) < high))

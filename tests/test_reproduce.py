@@ -19,6 +19,7 @@ SUITES = {
     "wdbo-table2": "wdbo",
     "bogunovic-fig2": "markov",
     "et-gp-ucb-temperature": "sensors",
+    "et-gp-ucb-cartpole": "control",
     "w-sparq-rkhs": "rkhs",
 }
 

@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from dynbo.harness import Store
 from dynbo.harness.tune import write_campaign
 
@@ -111,3 +113,32 @@ def test_a_stated_ranking_gives_kendalls_tau_b():
     flipped = module.stated_tau(levels, {"a": 0.9, "b": 0.5, "c": 0.2, "d": 0.1})
     assert flipped["tau_b"] == -agree["tau_b"]
     assert module.stated_tau(levels, {"a": 0.1, "c": 0.5})["tau_b"] == 1.0  # only those run
+
+
+def test_a_stated_ranking_meets_the_chosen_row_and_every_row():
+    from types import SimpleNamespace
+
+    module = _script()
+    means = {
+        ("sudden", "a"): 0.1,
+        ("sudden", "b"): 0.5,
+        ("smooth", "a"): 0.9,
+        ("smooth", "b"): 0.2,
+        ("OVERALL", "a"): 0.4,
+        ("OVERALL", "b"): 0.3,
+    }
+    table = SimpleNamespace(
+        rows=["sudden", "smooth", "OVERALL"],
+        cells={key: SimpleNamespace(mean=v) for key, v in means.items()},
+    )
+    levels = module.stated_levels("a;b")
+    headline, every = module.stated_by_row(levels, table, "sudden")
+    assert headline["row"] == "sudden" and headline["tau_b"] == 1.0
+    assert {row: v["tau_b"] for row, v in every.items()} == {
+        "sudden": 1.0,
+        "smooth": -1.0,
+        "OVERALL": -1.0,
+    }
+    assert module.stated_by_row(levels, table, None)[0]["row"] == "OVERALL"
+    with pytest.raises(ValueError, match="not a row"):
+        module.stated_by_row(levels, table, "missing")

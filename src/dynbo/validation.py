@@ -39,6 +39,7 @@ __all__ = [
     "MAX_ABS_TIME",
     "boolean",
     "finite_number",
+    "gamma_prior",
     "max_abs_target",
     "named_option",
     "parse_boolean_text",
@@ -152,6 +153,44 @@ def at_most(
         shown_limit = limit if isinstance(limit, int) else f"{limit:g}"
         raise ValueError(f"{name} must be at most {shown_limit}, got {shown_number(value)}")
     return out
+
+
+#: largest concentration or rate of a Gamma prior on a lengthscale: its log density must
+#: stay finite over the lengthscales a fit searches
+MAX_PRIOR_PARAMETER = 1e6
+
+
+def gamma_prior(
+    name: str, value: Any, lengthscales: int
+) -> tuple[float | tuple[float, ...], float | tuple[float, ...]] | None:
+    """A Gamma prior ``(concentration, rate)`` on the spatial lengthscales, or ``None``.
+
+    Each parameter is a positive number at most :data:`MAX_PRIOR_PARAMETER`, or a
+    sequence of ``lengthscales`` of them (one per lengthscale: the kernel must have that
+    many, i.e. ARD). Lists come back as tuples.
+
+    Raises:
+        ValueError: naming ``name`` (and the offending element).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError(f"{name} must be a (concentration, rate) pair or None, got {value!r}")
+    parts: list[float | tuple[float, ...]] = []
+    for i, part in enumerate(value):
+        label = f"{name}[{i}]"
+        if isinstance(part, (list, tuple, np.ndarray)):
+            if len(part) != lengthscales:
+                raise ValueError(
+                    f"{label} has {len(part)} values but the kernel has {lengthscales} "
+                    "spatial lengthscale(s) (one value per dimension needs ard=True)"
+                )
+            parts.append(
+                tuple(at_most(f"{label}[{j}]", v, MAX_PRIOR_PARAMETER) for j, v in enumerate(part))
+            )
+        else:
+            parts.append(at_most(label, part, MAX_PRIOR_PARAMETER))
+    return parts[0], parts[1]
 
 
 def ordered_pair(

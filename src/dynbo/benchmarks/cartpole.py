@@ -451,6 +451,9 @@ class CartPole(Benchmark):
     cost = 0.0
     dim = 4
     search_scaling = np.array([1 / 8, 1 / 4, 3.0, 1 / 8])
+    #: ``(2, 4)`` Table 6's box of the gains (lower and upper corners), every instance's
+    #: ``bounds``
+    search_box = np.array([[-3.0, -6.0, -50.0, -4.0], [-2.0, -4.0, -25.0, -2.0]])
     reference = (
         "Brunzema, von Rohr, Solowjow & Trimpe, Event-Triggered Time-Varying Bayesian "
         "Optimization, Sec. 5 and App. G Table 6; Brunzema, von Rohr & Trimpe (2022), On "
@@ -481,7 +484,7 @@ class CartPole(Benchmark):
         self.horizon = float(horizon)
         self.seed = int(seed)
         self.steps = int(steps)
-        self.bounds = np.array([[-3.0, -6.0, -50.0, -4.0], [-2.0, -4.0, -25.0, -2.0]])
+        self.bounds = self.search_box.copy()
         # The jump, and the fresh noise realization of every step, make J_t rough in t:
         # Matern-1/2, also TV-GP-UCB's Markov factor that ET-GP-UCB compares with. The
         # smooth profile is continuous with one kink (step 100): Matern-3/2.

@@ -166,11 +166,24 @@ class NegativeLogMarginalLikelihood:
             if name not in _NAMES:
                 raise ValueError(f"unknown hyperparameter {name!r} in priors")
             if len(prior) == 3 and prior[0] == "gamma":
+                # each a number, or one per value of the hyperparameter (ARD lengthscales)
+                parameters = []
                 for what, v in (("concentration", prior[1]), ("rate", prior[2])):
-                    if not (math.isfinite(v) and v > 0):
+                    values = np.asarray(v, dtype=float)
+                    width = gp.kernel.num_spatial_lengthscales
+                    if values.ndim > 0 and (
+                        name != "lengthscale_space" or values.shape != (width,)
+                    ):
+                        raise ValueError(
+                            f"gamma prior {what} of {name} must be a number or one per "
+                            f"spatial lengthscale ({width}), got {v!r}"
+                        )
+                    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
                         raise ValueError(
                             f"gamma prior {what} of {name} must be positive, got {v!r}"
                         )
+                    parameters.append(values)
+                self.priors[name] = ("gamma", *parameters)
             elif len(prior) != 2 or not (math.isfinite(prior[1]) and prior[1] > 0):
                 raise ValueError(f"prior scale of {name} must be positive, got {prior!r}")
         self.kernel = gp.kernel
@@ -642,7 +655,7 @@ def _negative_log_prior(prior: tuple, log_values: np.ndarray) -> tuple[float, np
     The density is that of ``v`` itself, as GPyTorch's priors add it to the objective:
     ``(mean, sd)`` is a log-normal (mode ``exp(mean - sd^2)``, median ``exp(mean)``),
     ``("gamma", a, b)`` a Gamma density of concentration ``a`` and rate ``b`` (mode
-    ``(a - 1) / b``).
+    ``(a - 1) / b``; each a number or one per value, e.g. per ARD lengthscale).
     """
     if len(prior) == 3:
         _, concentration, rate = prior

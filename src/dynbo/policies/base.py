@@ -227,6 +227,7 @@ class Policy(ABC):
         initial_hyperparameters: Mapping[str, Any] | None = None,
         hyperpriors: bool = True,
         time_scale: float | None = None,
+        lengthscale_prior: Sequence[Any] | None = None,
         lengthscale_time_floor: str | float | None = "sampling_interval",
         standardize: bool = True,
         acquisition_time: str = "now",
@@ -1043,22 +1044,28 @@ class Policy(ABC):
         gaps = gaps[gaps > 0]
         return float(torch.median(gaps)) if gaps.numel() else None
 
-    def priors(self) -> dict[str, tuple[float, float]] | None:
-        """Log-normal priors ``name -> (mean, sd) of log value`` for the fit (``None``: ML).
+    def priors(self) -> dict[str, tuple] | None:
+        """Priors of the fit, ``name -> (mean, sd) of log value`` (log-normal) or
+        ``name -> ("gamma", concentration, rate)`` (``None``: maximum likelihood).
 
-        BoTorch's defaults (Hvarfner et al. 2024, ``get_covar_module_with_dim_scaled_prior``
-        and ``get_gaussian_likelihood_with_lognormal_prior``): for each lengthscale of
+        With ``hyperpriors``, BoTorch's defaults (Hvarfner et al. 2024,
+        ``get_covar_module_with_dim_scaled_prior`` and
+        ``get_gaussian_likelihood_with_lognormal_prior``): for each lengthscale of
         inputs normalized to unit scale (``D`` inputs; time divided by
         :attr:`time_scale`) log-mean ``sqrt(2) + ln(D) / 2`` and log-sd ``sqrt(3)``; for
-        the noise variance log-mean ``-4`` and log-sd 1.
+        the noise variance log-mean ``-4`` and log-sd 1. A ``lengthscale_prior`` replaces
+        the spatial lengthscales' prior by that Gamma (and is the only prior without
+        ``hyperpriors``).
         """
-        if not self.hyperpriors:
-            return None
-        loc = math.sqrt(2.0) + 0.5 * math.log(self.kernel.input_dim)
-        priors = {"lengthscale_space": (loc, math.sqrt(3.0)), "noise": (-4.0, 1.0)}
-        if self.kernel.uses_time:
-            priors["lengthscale_time"] = (loc + math.log(self.time_scale), math.sqrt(3.0))
-        return priors
+        priors: dict[str, tuple] = {}
+        if self.hyperpriors:
+            loc = math.sqrt(2.0) + 0.5 * math.log(self.kernel.input_dim)
+            priors = {"lengthscale_space": (loc, math.sqrt(3.0)), "noise": (-4.0, 1.0)}
+            if self.kernel.uses_time:
+                priors["lengthscale_time"] = (loc + math.log(self.time_scale), math.sqrt(3.0))
+        if self.options.lengthscale_prior is not None:
+            priors["lengthscale_space"] = ("gamma", *self.options.lengthscale_prior)
+        return priors or None
 
     @property
     def time_scale(self) -> float:

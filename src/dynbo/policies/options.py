@@ -35,6 +35,7 @@ from dynbo.validation import (
     at_most,
     boolean,
     finite_number,
+    gamma_prior,
     named_option,
     plain_value,
     positive_int,
@@ -114,6 +115,15 @@ class PolicyOptions:
       observations spread over a short time, maximum likelihood often explains noise
       with a temporal lengthscale shorter than the sampling interval, after which every
       old observation looks stale (see ``docs/design.md``).
+    - ``lengthscale_prior``: a Gamma prior ``(concentration, rate)`` on the spatial
+      lengthscales (unit-box units; the density of the value, as GPyTorch's
+      ``GammaPrior``), in place of the log-normal one of ``hyperpriors`` (whose prior on
+      the noise and the temporal lengthscale stays; alone when ``hyperpriors=False``).
+      Each parameter is a number or, with ``ard=True``, ``d`` numbers (one per
+      dimension); at most ``1e6``. Default ``None``: no Gamma prior. A prior set for
+      inputs in other units translates by the box's side: a lengthscale ``l ~
+      Gamma(a, b)`` in units where the side is ``s`` is ``l / s ~ Gamma(a, b s)`` in the
+      unit box.
     - ``time_scale``: the time unit the temporal lengthscale's prior is expressed in
       (like W-DBO's normalization of time by the horizon; the harness passes the
       horizon), in ``(0, 1e15]``; default: the time elapsed since the policy's first
@@ -156,10 +166,11 @@ class PolicyOptions:
     - ``max_step``: the largest move per coordinate from the last applied setting
       (original units; one number or ``d``), in every mode and without constraints too
       (default ``None``: no limit).
-    - ``safe_fallback``: where safe mode goes when no point is safe: ``"confirmed"``
-      (default: the latest observation measured safe, the last known good setting; the
-      seeds before there is one) or ``"seed"`` (the ``safe_points``, for seeds known to be
-      safe at every time); among several, the one whose lower bound is highest now.
+    - ``safe_fallback``: where safe mode goes when no point is safe: ``"seed"``
+      (default: the ``safe_points``, known to be safe at every time; among several, the
+      one whose lower bound is highest now) or ``"confirmed"`` (the latest observation
+      measured safe and not measured unsafe since, the last known good setting; the one
+      confirmed before it when it has been; the seeds when there is none).
 
     Attributes:
         arguments: every shared option as given (defaults filled in), as plain Python
@@ -175,6 +186,8 @@ class PolicyOptions:
         fit_strategy: ``"warm-newton"`` or ``"two-start"``.
         min_fit_size: smallest dataset that is fitted (the policy's default filled in).
         hyperpriors: whether the fit is maximum a posteriori.
+        lengthscale_prior: the Gamma prior ``(concentration, rate)`` on the spatial
+            lengthscales (numbers or ``d``-tuples), or ``None``.
         time_scale: the time unit of the temporal prior, or ``None``.
         lengthscale_time_floor: ``"sampling_interval"``, a number, or ``None``.
         learn_hyperparameters: whether hyperparameters are refitted.
@@ -201,6 +214,7 @@ class PolicyOptions:
     fit_strategy: str
     min_fit_size: int
     hyperpriors: bool
+    lengthscale_prior: tuple[Any, Any] | None
     time_scale: float | None
     lengthscale_time_floor: str | float | None
     learn_hyperparameters: bool
@@ -260,7 +274,8 @@ class PolicyOptions:
         safe_points: Any = None,
         beta_c: Any = DEFAULT_BETA_C,
         max_step: Any = None,
-        safe_fallback: Any = "confirmed",
+        safe_fallback: Any = "seed",
+        lengthscale_prior: Any = None,
     ) -> PolicyOptions:
         """Check and convert the shared options for a policy of class ``policy`` (every
         one is required here: the defaults are those of ``Policy.__init__``).
@@ -354,6 +369,9 @@ class PolicyOptions:
             ard=boolean("ard", ard),
             arms=domain.arms,
         )
+        if lengthscale_prior is not None and domain.arms is not None:
+            raise ValueError("lengthscale_prior: a given arm_covariance has no spatial lengthscale")
+        gamma = gamma_prior("lengthscale_prior", lengthscale_prior, kernel.num_spatial_lengthscales)
         given = hyperparameter_bounds if isinstance(hyperparameter_bounds, Mapping) else {}
         user_bounds = frozenset(given)
         fit_bounds = HyperparameterBounds.from_options(hyperparameter_bounds)
@@ -382,6 +400,7 @@ class PolicyOptions:
             fit_strategy=fit_strategy,
             min_fit_size=smallest_fit,
             hyperpriors=priors,
+            lengthscale_prior=gamma,
             time_scale=time_scale,
             lengthscale_time_floor=lengthscale_time_floor,
             learn_hyperparameters=learn,

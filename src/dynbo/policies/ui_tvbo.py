@@ -73,10 +73,6 @@ MAX_WIENER_VARIANCE = 1e6
 #: fit searches, which stays within ``HYPERPARAMETER_RANGE``
 MIN_LEARNED_WIENER_VARIANCE = 1.0 / HYPERPARAMETER_RANGE["lengthscale_time"][1]
 
-#: largest concentration or rate of the Gamma prior on a lengthscale (its log density
-#: must stay finite over the lengthscales a fit searches)
-MAX_PRIOR_PARAMETER = 1e6
-
 #: most cells per dimension of the data-selection grid
 MAX_BINNING = 10_000
 
@@ -99,7 +95,9 @@ class UITVBO(Policy):
             (default 1: steps), in ``[1e-9, 1e12]``: with times up to ``1e12`` the
             kernel's entries stay finite.
         lengthscale_prior: ``(concentration, rate)`` of the Gamma prior on each spatial
-            lengthscale (default ``(6, 10/3)``), or ``None`` for maximum likelihood.
+            lengthscale (default ``(6, 10/3)``; either may be ``d`` values, one per
+            dimension), or ``None`` for maximum likelihood (the shared option of
+            :class:`~dynbo.policies.PolicyOptions`, with UI-TVBO's default).
         goal: ``"maximize"`` (default: UCB) or ``"minimize"`` (LCB, for costs).
         binning: cells per dimension of the data-selection grid, or ``None`` (default:
             keep everything).
@@ -172,17 +170,6 @@ class UITVBO(Policy):
                 f"{HYPERPARAMETER_RANGE['lengthscale_time'][1]:g}), got {wiener_variance_bounds!r}"
             )
         self.time_step = check_time_step("time_step", time_step)
-        if lengthscale_prior is not None:
-            if not isinstance(lengthscale_prior, (list, tuple)) or len(lengthscale_prior) != 2:
-                raise ValueError(
-                    "lengthscale_prior must be a (concentration, rate) pair or None, "
-                    f"got {lengthscale_prior!r}"
-                )
-            lengthscale_prior = (
-                at_most("lengthscale_prior[0]", lengthscale_prior[0], MAX_PRIOR_PARAMETER),
-                at_most("lengthscale_prior[1]", lengthscale_prior[1], MAX_PRIOR_PARAMETER),
-            )
-        self.lengthscale_prior = lengthscale_prior
         if goal not in GOALS:
             raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
         self.goal = goal
@@ -234,8 +221,11 @@ class UITVBO(Policy):
             beta=beta,
             temporal_kernel="wiener",
             hyperparameter_bounds=bounds_spec,
+            lengthscale_prior=lengthscale_prior,
             **kwargs,
         )
+        #: the Gamma prior (checked by the shared option of the same name), or ``None``
+        self.lengthscale_prior = self.options.lengthscale_prior
         self._origin: float | None = None
 
     # ---------------------------------------------------------------- time

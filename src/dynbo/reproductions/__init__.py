@@ -82,6 +82,12 @@ _REPRODUCTIONS: dict[str, str] = {
         "paper's protocol on the shipped Intel Lab tables: sensor selection with a known "
         "kernel, step clock, 20 seeds"
     ),
+    "et-gp-ucb-cartpole": (
+        "Brunzema, von Rohr, Solowjow & Trimpe (2025), Event-Triggered Time-Varying "
+        "Bayesian Optimization, Fig. 3d and Table 6; the paper's protocol: cart-pole "
+        "policy search (4 LQR gains, friction x2.5 at step 100, and UI-TVBO's smooth "
+        "drift) x five policies, step clock, T = 300 steps, 20 seeds"
+    ),
     "w-sparq-rkhs": (
         "Mauduit, Berthier & Simonetto (2025), No-Regret Gaussian Process Optimization of "
         "Time-Varying Functions, Sec. 4.1, Fig. 2; the paper's protocol: the drifting "

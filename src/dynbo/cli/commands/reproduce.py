@@ -17,6 +17,7 @@ REPRODUCTION_NAMES = (
     "wdbo-table2",
     "bogunovic-fig2",
     "et-gp-ucb-temperature",
+    "et-gp-ucb-cartpole",
     "w-sparq-rkhs",
 )
 
