@@ -11,8 +11,9 @@ counted as every run counts them: a query whose noise-free constraint values at
    the default ``beta_c`` (seeded by the benchmark's four safe points, which are also the
    warm-up), and without constraints (warm-up: uniform points), ``--hazard-seeds`` seeds
    each, step clock (one query per step), ``T = --hazard-horizon`` steps (the disc
-   circles twice, the peak once); W-DBO also with ``safe_fallback="seed"`` (the
-   benchmark's seeds are safe at every time).
+   circles twice, the peak once); W-DBO with each fallback, ``safe_fallback="seed"``
+   (the default; the benchmark's seeds are safe at every time) and ``"confirmed"``.
+   ``--hazard-first-seed 20`` repeats it on seeds apart from the first run's.
 2. ``wlan-min-rate`` (W-DBO's WLAN size, 4 APs and 18 users, a minimum per-user rate of
    1 Mbit/s): W-DBO with the constraint in ``"feasibility"`` mode (no power setting is
    known to be safe at every time, which safe mode needs) and without, ``--wlan-seeds``
@@ -84,11 +85,19 @@ def _specs(args: argparse.Namespace) -> list[tuple[str, str, RunSpec]]:
     for benchmark, bench_options, policy, protocol, seeds, mode in experiments:
         variants = [(mode, {"constraint_mode": mode}), ("unconstrained", {})]
         if benchmark == "moving-hazard" and policy == "wdbo":
-            # the seeds are safe at every time on this benchmark: the other fallback
-            variants.append(
-                ("safe seed-fallback", {"constraint_mode": mode, "safe_fallback": "seed"})
-            )
-        for seed in range(seeds):
+            # both fallbacks, each named (so that a run's id does not depend on which is
+            # the default): the seeds (the default; safe at every time on this benchmark)
+            # and the latest confirmed point
+            variants = [
+                ("safe", {"constraint_mode": mode, "safe_fallback": "seed"}),
+                (
+                    "safe confirmed-fallback",
+                    {"constraint_mode": mode, "safe_fallback": "confirmed"},
+                ),
+                ("unconstrained", {}),
+            ]
+        first = args.hazard_first_seed if benchmark == "moving-hazard" else 0
+        for seed in range(first, first + seeds):
             for mode_name, options in variants:
                 # one variant per policy and mode on the hazard (two policies there)
                 variant = mode_name if benchmark != "moving-hazard" else f"{policy} {mode_name}"
@@ -166,6 +175,12 @@ def _commit() -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hazard-seeds", type=int, default=20)
+    parser.add_argument(
+        "--hazard-first-seed",
+        type=int,
+        default=0,
+        help="the hazard's seeds are FIRST .. FIRST + N - 1 (a held-out check: e.g. 20)",
+    )
     parser.add_argument("--hazard-horizon", type=float, default=HAZARD_HORIZON)
     parser.add_argument(
         "--hazard-policies", default="wdbo,gp-ucb", help="comma-separated policies (hazard)"
@@ -187,7 +202,7 @@ def main() -> None:
         stored = store.runs(campaign.campaign_id)
         # the loop records' flags and what the policies said of their constraints
         records = _loop_records(store, [s.run_id for _, _, s in runs])
-    safe = [r for r in records if variant_of[r["run_id"]][1].endswith(" safe")]
+    safe = [r for r in records if " safe" in variant_of[r["run_id"]][1]]
     beta_c = next((r["constraints"]["beta_c"] for r in safe if r["constraints"]), None)
     elapsed = time.perf_counter() - started
     failed = [r for r in stored if r["status"] != "done"]
@@ -263,7 +278,9 @@ def main() -> None:
                 "clock": "step",
                 "horizon_steps": args.hazard_horizon,
                 "warmup": 4,
-                "seeds": args.hazard_seeds,
+                "seeds": list(
+                    range(args.hazard_first_seed, args.hazard_first_seed + args.hazard_seeds)
+                ),
                 "safe_mode_beta_c": beta_c,
                 "safe_mode_beta_c_is": "the policy's default (no beta_c option given)",
                 "benchmark_options": "defaults (noise variance 1e-3, constraint noise 1e-4)",

@@ -183,6 +183,7 @@ def test_a_point_confirmed_safe_long_ago_leaves_the_safe_set():
         constraint_mode="safe",
         safe_points=[[0.9]],
         beta_c=2.0,
+        safe_fallback="confirmed",
         **SE_FIXED,
     )
     p.observe([0.5], 0.0, 0.0, constraints={"c": 1.0})
@@ -210,6 +211,16 @@ def test_a_point_confirmed_safe_long_ago_leaves_the_safe_set():
     report = p.diagnostics.extra["constraints"]
     assert report["safe_set_empty"] is True and report["fallback"] == "confirmed"
     assert q.x[0] == pytest.approx(0.5, abs=1e-12)  # the most recently confirmed point
+
+
+def test_the_seeds_are_the_default_fallback():
+    p = _make("wdbo", constraints=["c"], constraint_mode="safe", safe_points=[[0.25]])
+    assert p._safety.fallback == "seed"
+    p.observe([0.6], 0.0, 0.0, constraints={"c": 0.3})  # confirmed, but not a seed
+    p._safety = dataclasses.replace(p._safety, beta_c=1e4)  # nothing is safe
+    q = p.suggest(0.5)
+    assert q.x[0] == pytest.approx(0.25)
+    assert p.diagnostics.extra["constraints"]["fallback"] == "seed"
 
 
 @pytest.mark.parametrize("rule", ["confirmed", "seed"])
@@ -251,6 +262,45 @@ def test_the_empty_safe_set_falls_back_to_the_latest_confirmed_point_or_the_safe
             safe_points=[[0.25]],
             safe_fallback="nearest",
         )
+
+
+def test_a_point_measured_unsafe_after_its_confirmation_is_confirmed_no_longer():
+    """The fallback goes to the latest confirmed point that has not been measured unsafe
+    since: once the drift has made it unsafe, to the one confirmed before it, and to the
+    seeds when none is left (without this, the query went back again and again to the
+    point it had just measured unsafe)."""
+    p = _make(
+        "wdbo",
+        constraints=["c"],
+        constraint_mode="safe",
+        safe_points=[[0.25]],
+        safe_fallback="confirmed",
+    )
+    p.observe([0.1], 0.0, 0.0, constraints={"c": 0.3})
+    p.observe([0.3], 0.5, 0.0, constraints={"c": 0.4})
+    p.observe([0.45], 1.0, 0.0, constraints={"c": 0.1})
+    p.observe([0.3], 1.5, 0.0, constraints={"c": 0.2})  # re-confirmed: now the latest
+    state = p.state_dict()
+
+    def fallback_at(t):
+        p._safety = dataclasses.replace(p._safety, beta_c=1e4)  # nothing is safe
+        q = p.suggest(t)
+        report = p.diagnostics.extra["constraints"]
+        p.cancel_pending()
+        p._safety = dataclasses.replace(p._safety, beta_c=3.0)
+        assert report["safe_set_empty"] is True
+        return q.x[0], report["fallback"]
+
+    assert fallback_at(2.0) == (pytest.approx(0.3), "confirmed")
+    p.observe([0.3], 2.0, 0.0, constraints={"c": -0.05})  # the drift reached it
+    assert fallback_at(2.5) == (pytest.approx(0.45), "confirmed")
+    p.observe([0.45], 2.5, 0.0, constraints={"c": -0.2})
+    assert fallback_at(3.0) == (pytest.approx(0.1), "confirmed")
+    p.observe([0.1], 3.0, 0.0, constraints={"c": -0.1})
+    assert fallback_at(3.5) == (pytest.approx(0.25), "seed")  # none left: the seeds
+    p.load_state_dict(state)  # the saved state keeps the earlier confirmations
+    assert [float(x[0]) for x in p._safety.confirmed_earlier] == pytest.approx([0.1, 0.45])
+    assert float(p._safety.confirmed[0]) == pytest.approx(0.3)
 
 
 def test_one_safe_observation_does_not_make_the_whole_box_safe():

@@ -42,12 +42,17 @@ the acquisition's search (:func:`maximize_safely`), in one of two modes:
     their prior mean is the threshold 0 (their targets are only scaled, by their root mean
     square), so that values seen elsewhere or long ago do not make a point safe by
     themselves. When no point is safe (always the case before the first observation),
-    the query is the latest *confirmed* safe point (the latest observation whose
-    measured constraints were all ``>= 0``; the seeds before there is one) or, with
-    ``safe_fallback="seed"``, one of the user's ``safe_points`` (among several, the one
-    whose lower bound is highest under the current model), and the diagnostics say
-    which. Queries made beside the main one (SparQ's re-queries) go only where the main
-    query may (:func:`admissible`).
+    the query is, by default (``safe_fallback="seed"``), one of the user's
+    ``safe_points`` (among several, the one whose lower bound is highest under the
+    current model) or, with ``safe_fallback="confirmed"``, the latest *confirmed* safe
+    point (the latest observation whose measured constraints were all ``>= 0``; a point
+    measured unsafe after its confirmation is confirmed no longer, and the one confirmed
+    before it takes its place; the seeds when none is left), and the diagnostics say
+    which. The seeds are the default because they are the only points whose safety does
+    not rest on a measurement the drift may have made stale: a confirmed point sits where
+    an optimistic search left it, at the edge of the safe set that has just emptied
+    (``docs/safety.md`` measures both). Queries made beside the main one (SparQ's
+    re-queries) go only where the main query may (:func:`admissible`).
 
 The **step limit** (``max_step``, Xopt's ``max_travel_distances``): every query lies
 within ``max_step`` per coordinate (original units) of the last applied setting (the last
@@ -92,15 +97,18 @@ __all__ = [
 
 #: values of the ``constraint_mode`` option (the first is the default)
 CONSTRAINT_MODES = ("feasibility", "safe")
-#: where safe mode goes when no point is safe (``safe_fallback``): the last known good
-#: setting, or the user's safe seeds
-FALLBACKS = ("confirmed", "seed")
+#: where safe mode goes when no point is safe (``safe_fallback``): the user's safe seeds
+#: (the default) or the last known good setting
+FALLBACKS = ("seed", "confirmed")
 #: default ``beta_c``: the query maximizes an optimistic acquisition over the safe set, so
 #: it tends to sit on the set's edge, where the bound is tight; there a calibrated model
 #: violates with probability ``Phi(-beta_c)`` per constraint: 0.13 % for 3 (2.3 % for 2).
 #: The margin is for the fitted model's miscalibration (a lengthscale a little too long,
 #: a drift a little faster than modeled), under a target of a few per cent violations.
 DEFAULT_BETA_C = 3.0
+
+#: how many earlier confirmed safe points the fallback remembers behind the latest one
+MAX_CONFIRMED_KEPT = 16
 #: the largest ``beta_c`` (a bound of 100 standard deviations already excludes everything
 #: the data do not pin down)
 MAX_BETA_C = 100.0
@@ -152,7 +160,10 @@ class Safety:
             original units, or ``None``.
         applied: ``(d,)`` the last ``x`` the policy was told (original units), or ``None``.
         confirmed: ``(d,)`` the latest observed ``x`` whose measured constraints were all
-            ``>= 0``, or ``None``.
+            ``>= 0`` and that has not been measured unsafe since, or ``None``.
+        confirmed_earlier: ``(d,)`` points confirmed before ``confirmed`` and not measured
+            unsafe since, oldest first (at most ``MAX_CONFIRMED_KEPT``): where the
+            fallback goes when ``confirmed`` is revoked.
         fallback: ``"confirmed"`` or ``"seed"``: where an empty safe set sends the query
             (:meth:`fallbacks`).
         arriving: constraint values ``(J,)`` of the rows being appended (an ``observe`` in
@@ -166,8 +177,9 @@ class Safety:
     max_step: np.ndarray | None = None
     applied: np.ndarray | None = None
     confirmed: np.ndarray | None = None
+    confirmed_earlier: tuple[np.ndarray, ...] = ()
     arriving: tuple[np.ndarray, ...] = ()
-    fallback: str = "confirmed"
+    fallback: str = "seed"
 
     @classmethod
     def parse(
@@ -180,7 +192,7 @@ class Safety:
         safe_points: Any,
         beta_c: Any,
         max_step: Any,
-        fallback: Any = "confirmed",
+        fallback: Any = "seed",
         candidates: np.ndarray | None = None,
     ) -> Safety:
         """Check the options (see :class:`~dynbo.policies.PolicyOptions`).
@@ -341,8 +353,27 @@ class Safety:
             raise RuntimeError("an observation was appended without its constraint values")
         values = self.arriving[0] if self.arriving else np.empty(0)
         x = np.asarray(x, dtype=float).reshape(-1).copy()
-        confirmed = x if self.names and bool((values >= 0).all()) else self.confirmed
-        return values, replace(self, applied=x, confirmed=confirmed, arriving=self.arriving[1:])
+        rest = replace(self, applied=x, arriving=self.arriving[1:])
+        if not self.names:
+            return values, rest
+        # older confirmations of this very point are superseded by this measurement
+        confirmed = [p for p in self._confirmations() if not _same_point(p, x)]
+        if bool((values >= 0).all()):
+            confirmed.append(x)
+        # else: a point measured unsafe after its confirmation is confirmed no longer
+        # (without this, an empty safe set sent the query back to the point it had
+        # just measured unsafe, again and again while the drift kept it unsafe)
+        confirmed = confirmed[-(MAX_CONFIRMED_KEPT + 1) :]
+        return values, replace(
+            rest,
+            confirmed=confirmed[-1] if confirmed else None,
+            confirmed_earlier=tuple(confirmed[:-1]),
+        )
+
+    def _confirmations(self) -> list[np.ndarray]:
+        """The confirmed points not revoked, oldest first (``confirmed`` last)."""
+        latest = [] if self.confirmed is None else [self.confirmed]
+        return list(self.confirmed_earlier) + latest
 
     def fallbacks(self) -> list[tuple[np.ndarray, str]]:
         """``[(point (d,), source), ...]`` where an empty safe set may send the query:
@@ -365,6 +396,7 @@ class Safety:
         return {
             "applied": None if self.applied is None else self.applied.tolist(),
             "confirmed": None if self.confirmed is None else self.confirmed.tolist(),
+            "confirmed_earlier": [point.tolist() for point in self.confirmed_earlier],
         }
 
     def restored(self, state: Mapping[str, Any] | None, dim: int) -> Safety:
@@ -382,7 +414,16 @@ class Safety:
                 if value.shape != (dim,) or not np.isfinite(value).all():
                     raise ValueError(f"constraint state: {key} must be {dim} finite numbers")
             points[key] = value
-        return replace(self, arriving=(), **points)
+        earlier = []
+        # absent from states saved before revocation existed: nothing earlier
+        for value in state.get("confirmed_earlier") or []:
+            value = real_array("confirmed_earlier", value).reshape(-1)
+            if value.shape != (dim,) or not np.isfinite(value).all():
+                raise ValueError(
+                    f"constraint state: confirmed_earlier must hold {dim} finite numbers each"
+                )
+            earlier.append(value)
+        return replace(self, arriving=(), confirmed_earlier=tuple(earlier), **points)
 
 
 class SafeAcquisition:
@@ -746,6 +787,12 @@ def admissible(
         mean, sd = predict(points)
         keep &= ((mean - safety.beta_c * sd) >= 0).all(dim=1).to(keep.device)
     return keep
+
+
+def _same_point(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two ``(d,)`` settings are the same up to rounding (a fallback query comes
+    back through the unit box)."""
+    return bool((np.abs(a - b) <= 1e-9 * np.maximum(1.0, np.abs(a))).all())
 
 
 def _with_time(unit: torch.Tensor, searches_time: bool) -> torch.Tensor:

@@ -239,7 +239,7 @@ class Policy(ABC):
         safe_points: Sequence[Sequence[float]] | np.ndarray | None = None,
         beta_c: float = DEFAULT_BETA_C,
         max_step: float | Sequence[float] | None = None,
-        safe_fallback: str = "confirmed",
+        safe_fallback: str = "seed",
     ) -> None:
         self._config: dict[str, Any]
         # every argument is an option PolicyOptions.parse takes by the same name
