@@ -309,3 +309,27 @@ def test_reproduce_runs_resumes_and_writes_the_report_with_the_paper_numbers(
     # the same command again resumes: nothing is rerun
     assert main(argv) == 0
     assert "1 runs, 1 already stored, 0 done" in capsys.readouterr().out
+
+
+def test_reference_players_are_estimated_without_a_model_fit():
+    step = reproductions.run_estimate("step", 200.0, reference=True)
+    assert step == pytest.approx(
+        200 * reproductions.REFERENCE_QUERY_SECONDS + reproductions.STEP_OVERHEAD
+    )
+    assert step < reproductions.run_estimate("step", 200.0) / 5
+    campaign = reproductions.campaign_for("bogunovic-fig2", seeds=1)
+    config = {**campaign.config, "references": ["random", "oracle-lag"]}
+    from dynbo.harness.campaign import build_campaign
+
+    with_references = build_campaign(config)
+    extra = [s for s in with_references.specs if s.policy in ("random", "oracle-lag")]
+    assert len(extra) == 2 * 7
+    added = reproductions.estimate(with_references).run_seconds - (
+        reproductions.estimate(campaign).run_seconds
+    )
+    # six entries of T = 200 steps and one of T = 400, two reference players
+    expected = 2 * (
+        6 * reproductions.run_estimate("step", 200, reference=True)
+        + reproductions.run_estimate("step", 400, reference=True)
+    )
+    assert added == pytest.approx(expected)

@@ -39,6 +39,7 @@ from importlib import resources
 from typing import Any
 
 from dynbo.harness.campaign import Campaign, build_campaign, with_horizon
+from dynbo.harness.labels import REFERENCE_PLAYERS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,8 +106,15 @@ UNAVAILABLE: dict[str, str] = {}
 #: this project's 2-core machine (docs/reproductions.md)
 QUERY_SECONDS = 0.2
 CONTINUOUS_OVERHEAD = 5.0
-STEP_SECONDS = 0.05
-STEP_OVERHEAD = 2.0
+#: step clock: seconds per step of a GP policy and per run, calibrated on the stored
+#: timings of three step-clock reruns on a shared 2-core machine (the GP policies'
+#: runs took 0.010, 0.018 and 0.037 s per step: ``docs/results/sensors_rerun.json``,
+#: ``bogunovic_fig2.json``, ``rkhs_tuned.json``)
+STEP_SECONDS = 0.02
+STEP_OVERHEAD = 0.3
+#: a reference player's step or query (``random``, ``oracle-lag``: no model to fit; the
+#: same reruns: about 0.001 s per step)
+REFERENCE_QUERY_SECONDS = 0.001
 
 
 def available() -> list[str]:
@@ -309,6 +317,7 @@ def run_estimate(
     cost: float = 0.0,
     response_time: tuple[float, ...] | list[float] | None = None,
     warmup: int = 0,
+    reference: bool = False,
 ) -> float:
     """The rough wall time in seconds of one run.
 
@@ -324,18 +333,24 @@ def run_estimate(
     (W-DBO and R-GP-UCB about 2.5-3 times GP-UCB's), ABO far fewer; ``QUERY_SECONDS``
     is calibrated so that the mean over the policies comes out. A time-compressed run
     makes the queries of its full protocol: pass the full ``T``.
+
+    A reference player (``reference=True``: ``random``, ``oracle-lag``) fits no model:
+    each of its queries or steps costs ``REFERENCE_QUERY_SECONDS`` instead (and under a
+    measured clock it makes correspondingly more queries).
     """
+    per_query = REFERENCE_QUERY_SECONDS if reference else None
     if clock == "step":
-        return STEP_SECONDS * horizon + STEP_OVERHEAD
+        return (per_query or STEP_SECONDS) * horizon + STEP_OVERHEAD
     if clock != "modeled" or response_time is None:
-        queries = horizon / (QUERY_SECONDS + cost)
-        return queries * QUERY_SECONDS + CONTINUOUS_OVERHEAD
+        seconds = per_query or QUERY_SECONDS
+        queries = horizon / (seconds + cost)
+        return queries * seconds + CONTINUOUS_OVERHEAD
     queries, t, n = 0, 0.0, warmup
     while t < horizon and queries < 10**6:  # the cap: a model that barely advances
         t += max(float(sum(a * n**k for k, a in enumerate(response_time))), 0.0) + cost
         n += 1
         queries += 1
-    return queries * QUERY_SECONDS + CONTINUOUS_OVERHEAD
+    return queries * (per_query or QUERY_SECONDS) + CONTINUOUS_OVERHEAD
 
 
 def estimate(campaign: Campaign, workers: int = 1) -> Estimate:
@@ -353,6 +368,7 @@ def estimate(campaign: Campaign, workers: int = 1) -> Estimate:
             *_run_shape(s, cache),
             response_time=s.protocol.response_time,
             warmup=s.protocol.warmup,
+            reference=s.policy in REFERENCE_PLAYERS,
         )
         for s in campaign.specs
     ]
