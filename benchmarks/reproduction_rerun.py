@@ -34,11 +34,12 @@ tied policies) and ``--stated-ranking-source`` where it is stated, and the JSON 
 Kendall's tau-b between that ordering and the measured OVERALL (``kendall_tau_stated``;
 ``--stated-ranking-row LABEL`` compares with one benchmark's row instead, for a paper
 whose statement is about that benchmark alone) and with every row of the table
-(``kendall_tau_stated_rows``).
+(``kendall_tau_stated_rows``). ``--per-run`` adds every run's regrets, queries and
+dataset sizes (``per_run``), for claims about the spread over seeds.
 
     python benchmarks/reproduction_rerun.py et-gp-ucb-cartpole --workers 1 \
         --stated-ranking "et-gp-ucb;ui-tvbo;r-gp-ucb,tv-gp-ucb" \
-        --stated-ranking-source "..." --stated-ranking-row cartpole-sudden \
+        --stated-ranking-source "..." --stated-ranking-row cartpole-sudden --per-run \
         --store results/control-rerun.sqlite --out docs/results/control_rerun.json
 """
 
@@ -176,6 +177,33 @@ def stated_tau(levels: list[list[str]], measured: dict) -> dict:
     }
 
 
+#: the stored summary fields ``--per-run`` copies into the JSON, per run
+PER_RUN_FIELDS = (
+    "average_regret",
+    "time_averaged_regret",
+    "queries",
+    "final_dataset_size",
+    "max_dataset_size",
+)
+
+
+def per_run(runs: list[dict]) -> list[dict]:
+    """One row per finished run: its row label, policy, seed, :data:`PER_RUN_FIELDS`
+    and wall seconds, ordered by label, policy and seed."""
+    rows = [
+        {
+            "label": run["label"],
+            "policy": run["policy"],
+            "seed": run["seed"],
+            **{field: run["summary"].get(field) for field in PER_RUN_FIELDS},
+            "wall_seconds": run["wall_seconds"],
+        }
+        for run in runs
+        if run["status"] == "done"
+    ]
+    return sorted(rows, key=lambda r: (r["label"], r["policy"], r["seed"]))
+
+
 def row_means(table, row: str) -> dict:  # noqa: ANN001 - a Table
     """``column -> mean`` of one row of a table."""
     return {column: cell.mean for (r, column), cell in table.cells.items() if r == row}
@@ -238,6 +266,11 @@ def main() -> None:
         "--stated-ranking-row",
         help="the table row the stated ordering is compared with in kendall_tau_stated "
         "(default: OVERALL, or the only benchmark's row)",
+    )
+    parser.add_argument(
+        "--per-run",
+        action="store_true",
+        help="also write every run's regrets, queries and dataset sizes (per_run)",
     )
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--store", required=True)
@@ -322,6 +355,8 @@ def main() -> None:
         )
         result["kendall_tau_stated"] = {**headline, "source": args.stated_ranking_source}
         result["kendall_tau_stated_rows"] = every
+    if args.per_run:
+        result["per_run"] = per_run(runs)
     result["score_row"] = SCORE in tables["average_regret"].rows
     result["timing"] = timing(runs, reproductions.estimate(campaign).run_seconds)
     text = json.dumps(result, indent=1, default=str)

@@ -79,9 +79,15 @@ def test_tuned_settings_reach_the_evaluation_runs(tmp_path, monkeypatch):
             str(out),
             "--stated-ranking",
             "sw-gp-ucb;random",
+            "--per-run",
         ],
     )
     result = json.loads(out.read_text())
+    # every evaluation run, with its summary fields
+    assert {(r["policy"], r["seed"]) for r in result["per_run"]} == {
+        (p, s) for p in ("sw-gp-ucb", "random", "oracle-lag") for s in (0, 1)
+    }
+    assert all(r["queries"] == 5 and r["average_regret"] >= 0 for r in result["per_run"])
     # one benchmark: no OVERALL row, so the stated ordering meets the benchmark's row
     assert result["kendall_tau_stated"]["row"] == "ackley"
     assert result["kendall_tau_stated"]["policies"] == ["sw-gp-ucb", "random"]
