@@ -14,7 +14,14 @@ from dynbo.acquisition.optimize import (
     maximize_on_box,
     maximize_on_candidates,
 )
-from dynbo.deadline import Budget, Cancelled, Deadline, DeadlineExceeded, within
+from dynbo.deadline import (
+    Budget,
+    BudgetSpent,
+    Cancelled,
+    Deadline,
+    DeadlineExceeded,
+    within,
+)
 from dynbo.models import SpatioTemporalGP
 from dynbo.models.fit import fit_hyperparameters
 from dynbo.models.kernel import DIFFERENCE_CHUNK_ELEMENTS, KernelSpec, _squared_distance
@@ -208,9 +215,11 @@ def test_a_spent_budget_ends_the_gradient_search_with_the_best_point_seen():
         x, value = maximize_on_box(
             acquisition, 2, search=search, generator=torch.Generator().manual_seed(1), record=record
         )
-    # the raw sample (t = 0 -> 1), then gradient batches at t = 1, 2, 3; stopped at t = 4
-    assert record["budget_cut"] == "gradient search stopped after 3 batch(es)"
-    assert len(batches) == 4
+    # the raw sample (t = 0 -> 1), then gradient batches at t = 1 and 2; at t = 3 the next
+    # batch (1 s, as the last one took) would end past 3.5 s: the predictive rule stops
+    # there, within the budget
+    assert record["budget_cut"] == "gradient search stopped after 2 batch(es)"
+    assert len(batches) == 3 and clock.now == 3.0
     seen = torch.cat(batches)
     values = peak(seen)
     assert value == float(values.max())
@@ -285,15 +294,41 @@ def test_a_spent_budget_stops_the_wdbo_removal_loop_and_a_hard_deadline_still_ra
     policy._budget = 1e9  # remove whatever it can
     before = policy.state_dict()
     with within(cancelled()):
-        with pytest.raises(Cancelled, match="removal loop"):
+        with pytest.raises(Cancelled, match="removal criterion"):
             policy.suggest(40.0)
     assert_states_equal(before, policy.state_dict())
     clock = Ticks()
     budget = Budget(1.0, clock=clock)
-    clock.now = 2.0  # spent before anything
+    clock.now = 2.0  # spent before anything: not even the criterion is built
     query = policy.suggest(40.0, budget=budget)
-    assert policy.diagnostics.extra["removal_cut"] == "stopped after 0 removal(s)"
+    extra = policy.diagnostics.extra
+    assert extra["removal_cut"] == "skipped: no time left for the relevancy criterion"
+    assert [s["where"] for s in extra["time_budget"]["spent_at"]][:1] == ["removal criterion"]
     assert policy.dataset_size == 40 and query.x.shape == (2,)
+    # the criterion built in time, the loop cut at its first removal
+    policy.load_state_dict(before)
+    removals = 0
+
+    def clock_after_criterion():
+        return 0.0 if removals == 0 else 2.0
+
+    budget = Budget(1.0, clock=clock_after_criterion)
+    from dynbo.relevancy import WassersteinRelevancy
+
+    original = WassersteinRelevancy.from_gp
+
+    def built(*args, **kwargs):
+        nonlocal removals
+        removals = 1  # time passes once the criterion exists
+        return original(*args, **kwargs)
+
+    WassersteinRelevancy.from_gp = built
+    try:
+        policy.suggest(40.0, budget=budget)
+    finally:
+        WassersteinRelevancy.from_gp = original
+    assert policy.diagnostics.extra["removal_cut"] == "stopped after 0 removal(s)"
+    assert policy.dataset_size == 40
 
 
 def test_bad_budgets_are_refused_and_change_nothing():
@@ -305,3 +340,44 @@ def test_bad_budgets_are_refused_and_change_nothing():
     assert_states_equal(before, policy.state_dict())
     with pytest.raises(ValueError, match="ordinal >= 1"):
         Budget.replay([("acquisition search", 0)])
+
+
+def test_the_budget_skips_a_unit_that_would_end_past_it():
+    """Predictive: due when elapsed + the unit's expected cost passes the limit; the
+    expected cost is the last unit of that kind (from its check to the next check), else
+    the prior, else 0."""
+    clock = Ticks()
+    budget = Budget(1.0, clock=clock, priors={"slow": 0.8})
+    budget.check("fast")  # t = 0: nothing measured, no prior: runs
+    clock.now = 0.4
+    budget.check("fast")  # the first unit took 0.4 s: 0.4 + 0.4 <= 1, runs
+    clock.now = 0.5
+    with pytest.raises(BudgetSpent):
+        budget.check("slow")  # 0.5 + 0.8 (the prior) > 1: skipped before it starts
+    assert budget.unit_seconds == {"fast": pytest.approx(0.1)}  # the second unit: 0.4 -> 0.5
+    clock.now = 0.85
+    budget.check("fast")  # 0.85 + 0.1 <= 1
+    clock.now = 0.97
+    with pytest.raises(BudgetSpent):
+        budget.check("fast")  # that unit took 0.12 s: 0.97 + 0.12 > 1
+    assert [(s["where"], s["expected"]) for s in budget.spent_at] == [
+        ("slow", 0.8),
+        ("fast", pytest.approx(0.12)),
+    ]
+
+
+def test_a_policy_carries_the_unit_costs_to_its_next_budgeted_suggest():
+    policy = make_policy("gp-ucb")
+    policy.suggest(12.0, budget=10.0)
+    costs = dict(policy._budget_unit_seconds)
+    assert costs and all(v >= 0 for v in costs.values())
+    assert policy.diagnostics.extra["time_budget"]["unit_seconds"] == costs
+    policy.cancel_pending()
+    # a likelihood evaluation known to take longer than the fit's share: the next fit is
+    # skipped before its first evaluation, and the previous hyperparameters are kept
+    before = policy.hyperparameters
+    policy._budget_unit_seconds = {**costs, "hyperparameter fit": 100.0}
+    policy.suggest(12.5, budget=10.0)
+    spent = policy.diagnostics.extra["time_budget"]["spent_at"]
+    assert spent[0]["where"] == "hyperparameter fit" and spent[0]["ordinal"] == 1
+    assert policy.hyperparameters == before

@@ -336,8 +336,16 @@ def test_a_hard_deadline_in_the_batched_loop_raises_and_restores_the_policy():
     policy = observed("wdbo", 60, 5)
     policy._budget = 1e9
     factor = policy.model.cholesky_factor.clone()
-    event = deadline.Deadline()
-    event.cancel.set()
+
+    class CancelledInTheLoop(deadline.Deadline):
+        """Cancelled at the removal loop's first check (after the criterion's)."""
+
+        def check(self, where):
+            if where == "removal loop":
+                self.cancel.set()
+            super().check(where)
+
+    event = CancelledInTheLoop()
     with deadline.within(event), pytest.raises(Cancelled, match="removal loop"):
         policy.suggest(10.5)
     assert torch.equal(policy.model.cholesky_factor, factor)

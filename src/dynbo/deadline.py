@@ -144,18 +144,33 @@ class Budget(Deadline):
     (``Policy.refit``) made no fit checks, and its replay, which fits, must not have its
     fit cut at the live call's acquisition checks.
 
+    The rule is predictive: a check is due when the time elapsed *plus the expected cost
+    of the unit about to start* would pass the limit, so that the unit that would cross
+    it does not start. A unit of a kind lasts from its check to the next check of any
+    kind (the work in between is charged to it); its expected cost is the last such
+    duration of the same kind in this call, else ``priors[where]`` (the policy passes
+    the costs measured in its previous budgeted calls), else 0 (the first unit of a kind
+    never seen runs). A replay reads no clock and ignores all of this.
+
     Attributes:
         seconds: the budget (``None`` only for a replay).
         fit_share: the fraction of ``seconds`` the hyperparameter fit may use.
         script: for a replay: the ``(where, ordinal)`` pairs to raise at (no clock is read).
-        spent_at: where it raised: ``{"where", "ordinal", "check", "elapsed"}`` each
-            (``check``: the number among all checks of the call).
+        priors: ``where -> seconds`` the expected cost of a unit before this call has
+            measured one of that kind.
+        spent_at: where it raised: ``{"where", "ordinal", "check", "elapsed",
+            "expected"}`` each (``check``: the number among all checks of the call;
+            ``expected``: the unit's expected seconds that made it due).
+        unit_seconds: ``where -> seconds`` the last measured unit of each kind.
     """
 
     fit_share: float = 0.5
     script: frozenset[tuple[str, int]] | None = None
+    priors: Mapping[str, float] = field(default_factory=dict)
     spent_at: list[dict[str, object]] = field(default_factory=list)
     ordinals: dict[str, int] = field(init=False, default_factory=dict)
+    unit_seconds: dict[str, float] = field(init=False, default_factory=dict)
+    _open: tuple[str, float] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -181,26 +196,49 @@ class Budget(Deadline):
     def check(self, where: str) -> None:
         self.checks += 1
         ordinal = self.ordinals[where] = self.ordinals.get(where, 0) + 1
+        expected = 0.0
         if self.script is not None:
             due = (where, ordinal) in self.script
         else:
             assert self.seconds is not None
+            now = self._close_unit()
             limit = self.seconds * (self.fit_share if where == FIT else 1.0)
-            due = self.elapsed > limit
+            expected = self.unit_seconds.get(where, float(self.priors.get(where, 0.0)))
+            due = now + expected > limit
         if due:
             elapsed = self.elapsed
             self.spent_at.append(
-                {"where": where, "ordinal": ordinal, "check": self.checks, "elapsed": elapsed}
+                {
+                    "where": where,
+                    "ordinal": ordinal,
+                    "check": self.checks,
+                    "elapsed": elapsed,
+                    "expected": expected,
+                }
             )
             raise BudgetSpent(where, elapsed, self.checks)
+        if self.script is None:
+            self._open = (where, self.elapsed)
+
+    def _close_unit(self) -> float:
+        """End the unit in progress (its kind's cost is measured); the seconds elapsed."""
+        now = self.elapsed
+        if self._open is not None:
+            kind, start = self._open
+            self.unit_seconds[kind] = now - start
+            self._open = None
+        return now
 
     def report(self) -> dict[str, object]:
         """What the budget cut, for a suggestion's diagnostics (JSON-ready)."""
+        if self.script is None:
+            self._close_unit()
         return {
             "seconds": self.seconds,
             "fit_share": self.fit_share,
             "checks": self.checks,
             "spent_at": [dict(s) for s in self.spent_at],
+            "unit_seconds": dict(self.unit_seconds),
         }
 
 

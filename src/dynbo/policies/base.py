@@ -32,6 +32,7 @@ import time as _time
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -185,6 +186,9 @@ class Policy(ABC):
     default_min_fit_size: ClassVar[int] = 1
     #: the result of :meth:`refit` kept for the next ``suggest`` (``None``: none).
     _early_fit: EarlyFit | None = None
+    #: ``where -> seconds`` the unit costs its budgeted suggestions measured (the next
+    #: budget's priors; timing only, never saved: a replay reads no clock)
+    _budget_unit_seconds: Mapping[str, float] = MappingProxyType({})
     #: whether ``beta`` is a confidence radius that multiplies ``sigma`` itself (the
     #: kernel-ridge and SparQ families) rather than ``sqrt(beta)`` (see :meth:`kappa`).
     beta_is_radius: ClassVar[bool] = False
@@ -356,12 +360,15 @@ class Policy(ABC):
             t: the time now.
             budget: seconds the iteration may take (or a :class:`~dynbo.deadline.Budget`,
                 e.g. ``Budget.replay`` of a recorded one). The fit may use half of it;
-                when spent, the fit keeps the previous hyperparameters, a removal loop
-                stops removing and the acquisition search returns the best point it has
-                evaluated. Each loop stops within one unit of work (a likelihood
-                evaluation, an acquisition batch, a removal) after the budget; the fixed
-                work around them (a factorization, the first acquisition batch) comes on
-                top. ``diagnostics.extra["time_budget"]`` says what was cut.
+                when spent, the fit keeps the previous hyperparameters, a removal step
+                skips its criterion or stops removing and the acquisition search returns
+                the best point it has evaluated. A unit of work (a likelihood
+                evaluation, the relevancy criterion, a removal, an acquisition batch)
+                does not start when its expected cost (the last one of its kind, in this
+                call or an earlier budgeted one) would take the call past the budget;
+                the fixed work around them (a factorization, the first acquisition
+                batch) comes on top. ``diagnostics.extra["time_budget"]`` says what was
+                cut and what each kind of unit cost.
 
         Raises:
             ValueError: if ``t`` is not a finite real number with ``|t| <= 1e12`` or is
@@ -371,7 +378,8 @@ class Policy(ABC):
         t = self._validate_time(t)
         self._check_time_order("suggest", t)
         if budget is not None and not isinstance(budget, Budget):
-            budget = Budget(positive_number("budget", budget))
+            # the unit costs measured in earlier budgeted calls make its checks predictive
+            budget = Budget(positive_number("budget", budget), priors=self._budget_unit_seconds)
         snapshot = self._snapshot()
         try:
             with deadline.within(budget) if budget is not None else contextlib.nullcontext():
@@ -382,6 +390,7 @@ class Policy(ABC):
             raise
         if budget is not None:
             self._diagnostics.extra["time_budget"] = budget.report()
+            self._budget_unit_seconds = {**self._budget_unit_seconds, **budget.unit_seconds}
         return query
 
     def refit(self) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 
 from dynbo.acquisition.latency import DurationTable
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.policies.removal import remove_least_relevant
+from dynbo.policies.removal import criterion_affordable, remove_least_relevant
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.theory import max_dataset_size
 from dynbo.validation import at_most, boolean, count, optional_number, positive_int
@@ -127,7 +127,11 @@ class BOLT(Policy):
             )
         removed_times: list[float] = []
         cap = self._max_size
-        if cap is not None and self.dataset_size > max(cap, self.min_dataset_size):
+        over = cap is not None and self.dataset_size > max(cap, self.min_dataset_size)
+        if over and not criterion_affordable():
+            diag.extra["removal_cut"] = "skipped: no time left for the relevancy criterion"
+        elif over:
+            assert cap is not None
             present = max(t, float(self._t.max()))
             relevancy = WassersteinRelevancy.from_gp(
                 self._gp, present, paper_compat=self.paper_compat

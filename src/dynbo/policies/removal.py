@@ -36,6 +36,16 @@ __all__ = ["RemovalOutcome", "remove_least_relevant"]
 
 #: the unit of work the loop checks before
 REMOVAL_LOOP = "removal loop"
+#: the unit a budget checks before building the relevancy criterion (fixed work that
+#: grows with n: without the check a budget could not skip it); a kind of its own, so
+#: that the removal loop's ordinals, and replays of recorded cuts, are unchanged
+REMOVAL_CRITERION = "removal criterion"
+
+
+def criterion_affordable() -> bool:
+    """Whether the removal step may build its relevancy criterion now: ``False`` when a
+    soft budget is spent (the step then removes nothing this iteration)."""
+    return not deadline.spent(REMOVAL_CRITERION)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import math
 from typing import Any
 
 from dynbo.policies.base import Diagnostics, Policy, register
-from dynbo.policies.removal import remove_least_relevant
+from dynbo.policies.removal import criterion_affordable, remove_least_relevant
 from dynbo.policies.tunables import Tunable
 from dynbo.relevancy import WassersteinRelevancy
 from dynbo.validation import boolean, finite_number, optional_number, positive_int
@@ -106,7 +106,10 @@ class WDBO(Policy):
     def _clean(self, t: float, diag: Diagnostics) -> None:
         removed_times: list[float] = []
         relevancies_removed: list[float] = []
-        if self._budget > 1.0 and self.dataset_size > self.min_dataset_size:
+        removable = self._budget > 1.0 and self.dataset_size > self.min_dataset_size
+        if removable and not criterion_affordable():
+            diag.extra["removal_cut"] = "skipped: no time left for the relevancy criterion"
+        elif removable:
             newest = float(self._t.max())
             present = newest if self.relevancy_time == "last_observation" else max(t, newest)
             relevancy = WassersteinRelevancy.from_gp(
