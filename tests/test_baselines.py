@@ -143,6 +143,26 @@ def test_et_gp_ucb_reset_keeps_the_fitted_units_of_the_hyperparameters():
     assert p.threshold(1, std) > 0.1 * scale
 
 
+def test_et_gp_ucb_does_not_test_before_its_first_fit():
+    # two nearly equal values, then the spread of the function
+    """Without a warm-up the first observations come before any fit: the initial
+    hyperparameters at the scale of two nearly equal values gave a threshold far below
+    the noise, the trigger fired at every step and the dataset never reached the size of
+    a first fit (the cart-pole rerun's seed 2). They are appended untested."""
+    p = make("et-gp-ucb", bounds=[[0, 0], [1, 1]], raw_samples=16, restarts=1, seed=2)
+    VALUES = [1.0, 1.0005, 1.8, 0.5, 1.3, 0.9, 1.6, 1.1]  # noqa: N806
+    triggers = []
+    for k in range(8):
+        q = p.suggest(float(k))
+        if "trigger" in p.diagnostics.extra:
+            triggers.append(p.diagnostics.extra["trigger"])
+        p.observe(q.x, float(k), VALUES[k])
+    assert p.dataset_size >= p.min_fit_size and p._fitted
+    early = triggers[: p.min_fit_size - 1]
+    assert not any(t["fired"] for t in early)
+    assert all(t.get("tested") is False for t in early)
+
+
 def test_et_gp_ucb_t_prime_counts_steps_since_the_reset():
     p = make("et-gp-ucb", bounds=[[0, 0], [1, 1]], candidates=GRID, **FIXED)
     steps = []

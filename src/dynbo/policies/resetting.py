@@ -178,8 +178,11 @@ class ETGPUCB(Policy):
     ``sigma_n`` the model's noise standard deviation (original units). If ``psi_t >
     kappa_t`` the dataset becomes ``{(x_t, y_t)}``; otherwise the observation is
     appended. Warm-up observations (before the first ``suggest``) form the initial
-    dataset and are not tested. The test value, threshold and ``t'`` are reported in
-    the diagnostics of the next ``suggest`` (``extra["trigger"]``, ``reset``).
+    dataset and are not tested; nor is an observation made before the hyperparameters
+    were first fitted (when they are learned: the paper's model is known, and unfitted
+    initial values give no threshold in the data's units). The test value, threshold and
+    ``t'`` are reported in the diagnostics of the next ``suggest`` (``extra["trigger"]``,
+    ``reset``).
 
     Args:
         delta_B: the trigger's confidence parameter in (0, 1) (default 0.1, the value of
@@ -215,6 +218,19 @@ class ETGPUCB(Policy):
             self._append(x, t, y)
             return
         self._steps += 1
+        if self.learn_hyperparameters and not self._fitted:
+            # no model yet: the initial hyperparameters are meant for standardized targets,
+            # and the scale of the few points held (a tiny spread) made the threshold
+            # meaningless, so the trigger fired at every step and the dataset never grew
+            # to the size of a first fit. Appended untested, as the warm-up is.
+            self._trigger = {
+                "tested": False,
+                "why": "no fitted hyperparameters yet",
+                "steps_since_reset": self._steps,
+                "fired": False,
+            }
+            self._append(x, t, y)
+            return
         inputs = self._gp_inputs(self._to_unit(x.reshape(1, -1).to(self.dtype)), torch.tensor([t]))
         mean, variance = self._gp.predict(inputs.to(self.device))
         sigma = math.sqrt(max(float(variance[0]), 0.0))
