@@ -9,6 +9,7 @@ import torch
 
 from dynbo import deadline
 from dynbo.acquisition.optimize import (
+    BUDGET_RAW_BATCH,
     RAW_CHUNK,
     BoxSearch,
     maximize_on_box,
@@ -172,32 +173,60 @@ def peak(x):
     return -((x - 0.3) ** 2).sum(-1)
 
 
+def sobol_points(seed, dim, count):
+    """The raw sample ``maximize_on_box`` draws from ``torch.Generator().manual_seed(seed)``."""
+    import math
+
+    import scipy.stats
+
+    draw = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(seed)))
+    sobol = scipy.stats.qmc.Sobol(dim, scramble=True, seed=draw)
+    return torch.as_tensor(sobol.random_base2(math.ceil(math.log2(count))))[:count]
+
+
 def test_a_spent_budget_ends_the_raw_sample_with_the_best_point_evaluated():
     clock = Ticks()
+    sizes = []
 
     def acquisition(x):
+        sizes.append(len(x))
         clock.now += 1.0
         return peak(x)
 
     record = {}
     search = BoxSearch(raw_samples=3 * RAW_CHUNK)
-    with within(Budget(1.5, clock=clock)):
+    with within(Budget(2.5, clock=clock)):
         x, value = maximize_on_box(
             acquisition, 2, search=search, generator=torch.Generator().manual_seed(0), record=record
         )
-    assert record["budget_cut"] == f"raw samples: {2 * RAW_CHUNK} of {3 * RAW_CHUNK} evaluated"
-    # the best of the two chunks evaluated (the same Sobol draw as an unbudgeted search)
-    seed = torch.Generator().manual_seed(0)
-    import math
-
-    import scipy.stats
-
-    draw = int(torch.randint(0, 2**31 - 1, (1,), generator=seed).item())
-    sobol = scipy.stats.qmc.Sobol(2, scramble=True, seed=draw)
-    points = torch.as_tensor(sobol.random_base2(math.ceil(math.log2(3 * RAW_CHUNK))))
-    evaluated = points[: 2 * RAW_CHUNK]
+    # under a budget the raw sample is evaluated in pieces of BUDGET_RAW_BATCH points: the
+    # first (t = 0 -> 1) and the second (1 -> 2) ran; a third would end at 3 > 2.5
+    assert sizes == [BUDGET_RAW_BATCH] * 2
+    evaluated_count = 2 * BUDGET_RAW_BATCH
+    assert record["budget_cut"] == f"raw samples: {evaluated_count} of {3 * RAW_CHUNK} evaluated"
+    # the best of the pieces evaluated (the same Sobol draw as an unbudgeted search)
+    evaluated = sobol_points(0, 2, 3 * RAW_CHUNK)[:evaluated_count]
     best = int(torch.argmax(peak(evaluated)))
     assert torch.equal(x, evaluated[best]) and value == float(peak(evaluated)[best])
+
+
+def test_the_raw_samples_pieces_are_a_kind_of_their_own_in_a_replay():
+    """The pieces' checks (deadline.RAW_SAMPLE) leave the acquisition search's ordinals as
+    they are without them: a recorded cut at a batch boundary cuts there."""
+    search = BoxSearch(raw_samples=3 * RAW_CHUNK)
+    for script, evaluated in (
+        ([(deadline.ACQUISITION, 1)], RAW_CHUNK),
+        ([(deadline.ACQUISITION, 2)], 2 * RAW_CHUNK),
+        ([(deadline.RAW_SAMPLE, 5)], 5 * BUDGET_RAW_BATCH),
+    ):
+        record = {}
+        with within(Budget.replay(script)):
+            x, _ = maximize_on_box(
+                peak, 2, search=search, generator=torch.Generator().manual_seed(0), record=record
+            )
+        assert record["budget_cut"] == f"raw samples: {evaluated} of {3 * RAW_CHUNK} evaluated"
+        points = sobol_points(0, 2, 3 * RAW_CHUNK)[:evaluated]
+        assert torch.equal(x, points[int(torch.argmax(peak(points)))])
 
 
 def test_a_spent_budget_ends_the_gradient_search_with_the_best_point_seen():
@@ -234,9 +263,10 @@ def test_a_spent_budget_in_candidate_search_keeps_the_best_chunk_evaluated():
         return x.sum(-1)
 
     points = torch.arange(10, dtype=torch.float64).reshape(10, 1)
-    with within(Budget(1.5, clock=clock)):
+    with within(Budget(2.5, clock=clock)):
         index, value = maximize_on_candidates(acquisition, points, chunk=4)
-    assert (index, value) == (7, 7.0)  # chunks [0..3] and [4..7]; [8, 9] not evaluated
+    # chunks [0..3] (t = 0 -> 1) and [4..7] (1 -> 2); [8, 9] would end at 3 > 2.5
+    assert (index, value) == (7, 7.0)
 
 
 def make_policy(name="gp-ucb", n=12, **options):
@@ -259,7 +289,8 @@ def test_a_fit_cut_by_the_budget_keeps_the_previous_hyperparameters():
     assert policy.hyperparameters == before
     assert np.all((0.0 <= query.x) & (query.x <= 1.0))
     report = policy.diagnostics.extra["time_budget"]
-    assert report["spent_at"][0]["where"] == deadline.FIT
+    # the fit's first check, before the likelihood's distances are built
+    assert report["spent_at"][0]["where"] == deadline.LIKELIHOOD_SETUP
     assert report["seconds"] == 1.0
 
 
@@ -270,9 +301,9 @@ def test_a_recorded_budget_replays_the_same_suggestion_and_state():
     clock = Ticks()
 
     class Budgeted(Budget):
-        def check(self, where):
+        def check(self, where, *args):
             clock.now += 0.01  # a unit of work costs 10 ms of this clock
-            super().check(where)
+            super().check(where, *args)
 
     # 10 checks: the fit (a few Newton evaluations) and the acquisition's batches make more
     budget = Budgeted(0.1, clock=clock)
@@ -374,10 +405,12 @@ def test_a_policy_carries_the_unit_costs_to_its_next_budgeted_suggest():
     assert policy.diagnostics.extra["time_budget"]["unit_seconds"] == costs
     policy.cancel_pending()
     # a likelihood evaluation known to take longer than the fit's share: the next fit is
-    # skipped before its first evaluation, and the previous hyperparameters are kept
+    # skipped before it builds its distances (they and one evaluation would not fit),
+    # and the previous hyperparameters are kept
     before = policy.hyperparameters
-    policy._budget_unit_seconds = {**costs, "hyperparameter fit": 100.0}
+    policy._budget_unit_seconds = {**costs, deadline.FIT: 100.0}
     policy.suggest(12.5, budget=10.0)
     spent = policy.diagnostics.extra["time_budget"]["spent_at"]
-    assert spent[0]["where"] == "hyperparameter fit" and spent[0]["ordinal"] == 1
+    assert spent[0]["where"] == deadline.LIKELIHOOD_SETUP and spent[0]["ordinal"] == 1
+    assert spent[0]["expected"] >= 100.0
     assert policy.hyperparameters == before

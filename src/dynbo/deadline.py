@@ -33,14 +33,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 __all__ = [
+    "ACQUISITION",
+    "ACQUISITION_SETUP",
+    "FINISH",
     "FIT",
+    "LIKELIHOOD_SETUP",
+    "RAW_SAMPLE",
     "Budget",
     "BudgetSpent",
     "Cancelled",
     "Deadline",
     "DeadlineExceeded",
     "Interrupted",
+    "begin",
     "check",
+    "end",
     "soft_budget_active",
     "spent",
     "within",
@@ -48,6 +55,29 @@ __all__ = [
 
 #: the unit of work a fit checks before (a marginal-likelihood evaluation)
 FIT = "hyperparameter fit"
+#: the fit's work before its first evaluation (the pairwise distances of the data, O(n^2 d)):
+#: a kind of its own, so that the fit's ordinals (and replays of recorded cuts) are unchanged
+LIKELIHOOD_SETUP = "likelihood setup"
+#: a batch of acquisition evaluations of the gradient search (and, without a budget, of the
+#: raw sample past its first batch)
+ACQUISITION = "acquisition search"
+#: a batch of the raw sample evaluated under a soft budget (smaller batches than without
+#: one, :data:`dynbo.acquisition.optimize.BUDGET_RAW_BATCH`): a kind of its own, for the
+#: same reason; the first batch is not checked (a search always has a point to return)
+RAW_SAMPLE = "raw sample"
+#: the work between the cleaning and the raw sample's first batch (the health check, the
+#: acquisition function, the quasi-random draw): never skipped, measured (``begin``)
+ACQUISITION_SETUP = "acquisition setup"
+#: the work after the last unit of a call (the end of the search, the query's
+#: bookkeeping, the diagnostics), measured by :meth:`Budget.report`: the acquisition
+#: search leaves its expected cost
+FINISH = "finishing"
+#: the factor a prior that stopped a unit of its kind is multiplied by for the next call
+PRIOR_DECAY = 0.8
+#: the kinds of work that share the fit's part of a budget (``Budget.fit_share``)
+_FIT_KINDS = frozenset({FIT, LIKELIHOOD_SETUP})
+#: the kinds of work of the acquisition search: the others leave it ``Budget.reserve``
+_ACQUISITION_KINDS = frozenset({ACQUISITION, RAW_SAMPLE})
 
 
 class Interrupted(RuntimeError):
@@ -146,11 +176,19 @@ class Budget(Deadline):
 
     The rule is predictive: a check is due when the time elapsed *plus the expected cost
     of the unit about to start* would pass the limit, so that the unit that would cross
-    it does not start. A unit of a kind lasts from its check to the next check of any
-    kind (the work in between is charged to it); its expected cost is the last such
-    duration of the same kind in this call, else ``priors[where]`` (the policy passes
-    the costs measured in its previous budgeted calls), else 0 (the first unit of a kind
-    never seen runs). A replay reads no clock and ignores all of this.
+    it does not start. A unit of a kind lasts from its check (or :meth:`begin`, for work
+    that runs whatever the budget) to :meth:`end` or the next check; its expected cost is
+    the last such duration of the same kind in this call, else ``priors[where]`` (the
+    policy passes the costs measured in its previous budgeted calls), else 0 (the first
+    unit of a kind never seen runs); a check may add the expected cost of the kinds of
+    work that follow the unit whatever happens (``after``: applying the removals made
+    so far after a removal loop). The limit is ``fit_share * seconds`` for the fit's
+    kinds; every kind but the acquisition search's leaves it :attr:`reserve` seconds
+    (the expected cost of the work every suggestion does after its cleaning: the
+    acquisition's setup and first raw batch, and the work after the search), and the
+    search's kinds leave the work after the search its expected cost. A check with
+    ``predictive=False`` is due only once the limit itself has passed. A replay reads
+    no clock and ignores all of this.
 
     Attributes:
         seconds: the budget (``None`` only for a replay).
@@ -162,6 +200,7 @@ class Budget(Deadline):
             "expected"}`` each (``check``: the number among all checks of the call;
             ``expected``: the unit's expected seconds that made it due).
         unit_seconds: ``where -> seconds`` the last measured unit of each kind.
+        largest_unit_seconds: ``where -> seconds`` the longest unit of each kind.
     """
 
     fit_share: float = 0.5
@@ -170,7 +209,12 @@ class Budget(Deadline):
     spent_at: list[dict[str, object]] = field(default_factory=list)
     ordinals: dict[str, int] = field(init=False, default_factory=dict)
     unit_seconds: dict[str, float] = field(init=False, default_factory=dict)
+    largest_unit_seconds: dict[str, float] = field(init=False, default_factory=dict)
     _open: tuple[str, float] | None = field(init=False, default=None, repr=False)
+    _stale: set[str] = field(init=False, default_factory=set, repr=False)
+    # seconds of the last check, begin or end (where the work after them started)
+    _mark: float = field(init=False, default=0.0, repr=False)
+    _reported: bool = field(init=False, default=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -178,6 +222,22 @@ class Budget(Deadline):
             raise ValueError("a budget needs seconds (or, for a replay, a script)")
         if not 0.0 < self.fit_share <= 1.0:
             raise ValueError(f"fit_share must be in (0, 1], got {self.fit_share!r}")
+
+    def expected(self, where: str) -> float:
+        """The expected seconds of a unit of ``where``: the last one in this call, else
+        the prior, else 0 (for a likelihood evaluation: what building the likelihood's
+        distances cost, a lower bound: an evaluation factorizes on top)."""
+        if where not in self.unit_seconds and where not in self.priors:
+            return self.expected(LIKELIHOOD_SETUP) if where == FIT else 0.0
+        return self.unit_seconds.get(where, float(self.priors.get(where, 0.0)))
+
+    @property
+    def reserve(self) -> float:
+        """Seconds the work before the acquisition search leaves it: the cost of the
+        acquisition's setup, of its first raw batch and of the work after the search in
+        the previous calls (``priors``)."""
+        kinds = (ACQUISITION_SETUP, RAW_SAMPLE, FINISH)
+        return sum(float(self.priors.get(kind, 0.0)) for kind in kinds)
 
     @classmethod
     def replay(cls, spent_at: Iterable[Mapping[str, object] | tuple[str, int]]) -> Budget:
@@ -193,7 +253,7 @@ class Budget(Deadline):
             script.add((where, int(ordinal)))  # type: ignore[call-overload]
         return cls(seconds=None, script=frozenset(script))
 
-    def check(self, where: str) -> None:
+    def check(self, where: str, after: Iterable[str] = (), predictive: bool = True) -> None:
         self.checks += 1
         ordinal = self.ordinals[where] = self.ordinals.get(where, 0) + 1
         expected = 0.0
@@ -202,9 +262,16 @@ class Budget(Deadline):
         else:
             assert self.seconds is not None
             now = self._close_unit()
-            limit = self.seconds * (self.fit_share if where == FIT else 1.0)
-            expected = self.unit_seconds.get(where, float(self.priors.get(where, 0.0)))
+            limit = self.seconds * (self.fit_share if where in _FIT_KINDS else 1.0)
+            if where in _ACQUISITION_KINDS:
+                limit = min(limit, self.seconds - float(self.priors.get(FINISH, 0.0)))
+            else:
+                limit = min(limit, self.seconds - self.reserve)
+            kinds = (where, *after) if predictive else ()
+            expected = sum(self.expected(kind) for kind in kinds)
             due = now + expected > limit
+            if due:  # priors that stopped a unit are not measured again: they age
+                self._stale.update(k for k in kinds if k not in self.unit_seconds)
         if due:
             elapsed = self.elapsed
             self.spent_at.append(
@@ -218,27 +285,62 @@ class Budget(Deadline):
             )
             raise BudgetSpent(where, elapsed, self.checks)
         if self.script is None:
-            self._open = (where, self.elapsed)
+            self._mark = self.elapsed
+            self._open = (where, self._mark)
+
+    def next_priors(self) -> dict[str, float]:
+        """The priors of the caller's next budget: the last unit of each kind measured
+        here, else the prior, shrunk by ``PRIOR_DECAY`` where it stopped a unit of its
+        kind (so that a cost measured once too high, on a loaded machine or a larger
+        dataset, is tried again after a few calls rather than never) unless it is more
+        than the whole budget (a unit no budget of this size can afford: trying it
+        again could only make an answer late)."""
+        priors = {k: float(v) for k, v in self.priors.items()}
+        for kind in self._stale:
+            if kind in priors and (self.seconds is None or priors[kind] <= self.seconds):
+                priors[kind] *= PRIOR_DECAY
+        return {**priors, **self.unit_seconds}
+
+    def begin(self, where: str) -> None:
+        """Start timing a unit of ``where`` that runs whatever the budget (no check)."""
+        if self.script is None:
+            self._open = (where, self._close_unit())
+
+    def end(self) -> None:
+        """The unit in progress is over (what follows is not charged to it)."""
+        if self.script is None:
+            self._close_unit()
 
     def _close_unit(self) -> float:
         """End the unit in progress (its kind's cost is measured); the seconds elapsed."""
-        now = self.elapsed
+        now = self._mark = self.elapsed
         if self._open is not None:
             kind, start = self._open
-            self.unit_seconds[kind] = now - start
+            self._measured(kind, now - start)
             self._open = None
         return now
 
+    def _measured(self, kind: str, seconds: float) -> None:
+        self.unit_seconds[kind] = seconds
+        self.largest_unit_seconds[kind] = max(seconds, self.largest_unit_seconds.get(kind, 0.0))
+
     def report(self) -> dict[str, object]:
-        """What the budget cut, for a suggestion's diagnostics (JSON-ready)."""
-        if self.script is None:
-            self._close_unit()
+        """What the budget cut, for a suggestion's diagnostics (JSON-ready); the first
+        report ends the call: the work since the last unit is measured (``FINISH``)."""
+        if self.script is None and not self._reported:
+            last, was_open = self._mark, self._open is not None
+            now = self._close_unit()
+            if not was_open:
+                self._measured(FINISH, now - last)
+            self._reported = True
         return {
             "seconds": self.seconds,
             "fit_share": self.fit_share,
+            "reserve": self.reserve,
             "checks": self.checks,
             "spent_at": [dict(s) for s in self.spent_at],
             "unit_seconds": dict(self.unit_seconds),
+            "largest_unit_seconds": dict(self.largest_unit_seconds),
         }
 
 
@@ -258,10 +360,30 @@ def within(deadline: Deadline | None) -> Iterator[Deadline | None]:
         _ACTIVE.reset(token)
 
 
-def check(where: str) -> None:
-    """Check the active deadlines, outermost first (see :meth:`Deadline.check`)."""
+def check(where: str, after: Iterable[str] = (), predictive: bool = True) -> None:
+    """Check the active deadlines, outermost first (see :meth:`Deadline.check`;
+    ``after``: the kinds of work that follow this unit whatever happens, and
+    ``predictive=False``: due only once the budget is spent, see :class:`Budget`)."""
     for deadline in _ACTIVE.get():
-        deadline.check(where)
+        if isinstance(deadline, Budget):
+            deadline.check(where, after, predictive)
+        else:
+            deadline.check(where)
+
+
+def begin(where: str) -> None:
+    """Start timing a unit of work that runs whatever the budget (:meth:`Budget.begin`)."""
+    for deadline in _ACTIVE.get():
+        if isinstance(deadline, Budget):
+            deadline.begin(where)
+
+
+def end() -> None:
+    """The unit of work in progress is over (:meth:`Budget.end`): a loop calls it after
+    each unit, so that the work after the loop is not charged to its last unit."""
+    for deadline in _ACTIVE.get():
+        if isinstance(deadline, Budget):
+            deadline.end()
 
 
 def soft_budget_active() -> bool:
@@ -270,11 +392,11 @@ def soft_budget_active() -> bool:
     return any(isinstance(d, Budget) for d in _ACTIVE.get())
 
 
-def spent(where: str) -> bool:
+def spent(where: str, after: Iterable[str] = (), predictive: bool = True) -> bool:
     """:func:`check` for a loop that can stop early: ``True`` when a soft budget is
     spent (stop and keep what you have); a hard deadline still raises."""
     try:
-        check(where)
+        check(where, after, predictive)
     except BudgetSpent:
         return True
     return False

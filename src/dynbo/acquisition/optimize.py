@@ -62,6 +62,12 @@ RAW_CHUNK = 8192
 RAW_BATCH_ENTRIES = 1 << 23
 
 
+#: raw samples per acquisition call while a soft :class:`~dynbo.deadline.Budget` is
+#: active: small batches, checked one by one, so that a search under a budget can stop
+#: (or must wait) one small batch after the budget rather than one whole raw sample
+BUDGET_RAW_BATCH = 64
+
+
 def raw_batch_size(n: int) -> int:
     """Raw samples per acquisition call for a model of ``n`` observations.
 
@@ -193,12 +199,13 @@ def maximize_on_box(
             return seen.stopped(record)
         if record is not None:
             record.update(evaluations=evaluations, iterations=iterations)
-        return _best(acquisition, final, best_raw, best_raw_value)
+        return _best(acquisition, final, best_raw, best_raw_value, seen)
 
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        deadline.check("acquisition search")
+        deadline.check(deadline.ACQUISITION)
         x = torch.tensor(flat, dtype=dtype, device=device).reshape(k, dim)
         values, grad = values_and_gradients(acquisition, x)
+        deadline.end()
         seen.offer(x, values)
         return -float(values.sum()), -grad.cpu().numpy().reshape(-1).astype(float)
 
@@ -216,7 +223,7 @@ def maximize_on_box(
     if record is not None:
         record.update(evaluations=int(result.nfev), iterations=int(result.nit))
     final = torch.tensor(result.x, dtype=dtype, device=device).reshape(k, dim).clamp(0.0, 1.0)
-    return _best(acquisition, final, best_raw, best_raw_value)
+    return _best(acquisition, final, best_raw, best_raw_value, seen)
 
 
 def values_and_gradients(
@@ -248,17 +255,25 @@ def _evaluate_raw(
     """``(points, values, cut)``: the raw sample's values, in batches of the acquisition's
     ``raw_batch`` points (:func:`raw_batch_size`; ``RAW_CHUNK`` if it has none).
 
-    The active deadline is checked before every chunk but the first (a search always
+    The active deadline is checked before every batch but the first (a search always
     has a point to return); a spent budget ends the sample there (``cut`` says how
-    much was evaluated; ``points`` are those evaluated).
+    much was evaluated; ``points`` are those evaluated). Under a soft budget each batch
+    is evaluated in pieces of ``BUDGET_RAW_BATCH`` points, each checked (kind
+    ``deadline.RAW_SAMPLE``; the batch boundaries keep their ``deadline.ACQUISITION``
+    checks, so the search's other checks are numbered as without the pieces).
     """
     values: list[torch.Tensor] = []
     batch = int(getattr(acquisition, "raw_batch", RAW_CHUNK))
+    piece = min(batch, BUDGET_RAW_BATCH) if deadline.soft_budget_active() else batch
     with torch.no_grad():
-        for i in range(0, len(raw), batch):
-            if i and deadline.spent("acquisition search"):
-                return raw[:i], torch.cat(values), f"raw samples: {i} of {len(raw)} evaluated"
-            values.append(acquisition(raw[i : i + batch]))
+        for start in range(0, len(raw), batch):
+            for i in range(start, min(start + batch, len(raw)), piece):
+                if not i:
+                    deadline.begin(deadline.RAW_SAMPLE)  # measured, never skipped
+                elif deadline.spent(deadline.ACQUISITION if i == start else deadline.RAW_SAMPLE):
+                    return raw[:i], torch.cat(values), f"raw samples: {i} of {len(raw)} evaluated"
+                values.append(acquisition(raw[i : i + piece]))
+                deadline.end()
     return raw, torch.cat(values), None
 
 
@@ -291,9 +306,17 @@ class BestSeen:
 
 
 def _best(
-    acquisition: AcquisitionFn, final: torch.Tensor, best_raw: torch.Tensor, best_raw_value: float
+    acquisition: AcquisitionFn,
+    final: torch.Tensor,
+    best_raw: torch.Tensor,
+    best_raw_value: float,
+    seen: BestSeen,
 ) -> tuple[torch.Tensor, float]:
-    """The best of the optimized starts, or the best raw sample if none beat it."""
+    """The best of the optimized starts, or the best raw sample if none beat it; under a
+    soft budget the best point the search evaluated (``seen``), without evaluating the
+    end points again (work after the search's last budget check)."""
+    if deadline.soft_budget_active():
+        return seen.point, seen.value
     with torch.no_grad():
         values = acquisition(final)
     i = int(torch.argmax(values))
@@ -338,10 +361,11 @@ def _maximize_per_start(
 
     def objective(flat: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
         nonlocal calls
-        deadline.check("acquisition search")
+        deadline.check(deadline.ACQUISITION)
         calls += 1
         x = torch.as_tensor(flat, dtype=starts.dtype, device=starts.device).reshape(-1, dim)
         values, grad = values_and_gradients(acquisition, x)
+        deadline.end()
         if seen is not None:
             seen.offer(x, values)
         negative = -values.cpu().numpy().astype(float)
@@ -470,11 +494,14 @@ def maximize_on_candidates(
         for start in range(0, candidates.shape[0], chunk):
             # the first chunk always runs (there is an answer); a spent budget keeps the
             # best of the chunks evaluated
-            if start and deadline.spent("acquisition search"):
+            if not start:
+                deadline.begin(deadline.ACQUISITION)  # measured, never skipped
+            elif deadline.spent(deadline.ACQUISITION):
                 if record is not None:
                     record["budget_cut"] = f"candidates: {start} of {len(candidates)} evaluated"
                 break
             values = acquisition(candidates[start : start + chunk])
+            deadline.end()
             i = int(torch.argmax(values))
             if float(values[i]) > best_value:
                 best_index, best_value = start + i, float(values[i])

@@ -189,6 +189,9 @@ class NegativeLogMarginalLikelihood:
         self.kernel = gp.kernel
         self.fixed = frozenset(fixed)
         self.base = gp.hyperparameters
+        # the distances below are the fit's fixed O(n^2 d) work: a budget skips them when
+        # they and the first evaluation would not fit
+        deadline.check(deadline.LIKELIHOOD_SETUP, after=(deadline.FIT,))
         z = gp.inputs
         d = self.kernel.dim
         # A given arm covariance is a fixed k_S: computed once, no lengthscale to fit.
@@ -203,6 +206,7 @@ class NegativeLogMarginalLikelihood:
         self._dt = (
             self.kernel.temporal_argument(z[:, d], z[:, d]) if self.kernel.uses_time else None
         )
+        deadline.end()
         self._y = gp.standardized_targets
         self._noise_scale = gp.noise_scale
         self.max_jitter = 0.0
@@ -328,6 +332,7 @@ class NegativeLogMarginalLikelihood:
             # search backs off, never a made-up likelihood.
             value, gradient = _FAILED_EVALUATION, np.zeros_like(theta)
             hessian = np.zeros((theta.size, theta.size)) if with_hessian else None
+        deadline.end()
         self._memo[key] = (
             value,
             gradient.copy(),

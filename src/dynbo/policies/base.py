@@ -362,13 +362,18 @@ class Policy(ABC):
                 e.g. ``Budget.replay`` of a recorded one). The fit may use half of it;
                 when spent, the fit keeps the previous hyperparameters, a removal step
                 skips its criterion or stops removing and the acquisition search returns
-                the best point it has evaluated. A unit of work (a likelihood
-                evaluation, the relevancy criterion, a removal, an acquisition batch)
-                does not start when its expected cost (the last one of its kind, in this
-                call or an earlier budgeted one) would take the call past the budget;
-                the fixed work around them (a factorization, the first acquisition
-                batch) comes on top. ``diagnostics.extra["time_budget"]`` says what was
-                cut and what each kind of unit cost.
+                the best point it has evaluated. A unit of work (the likelihood's
+                distances, a likelihood evaluation, the relevancy criterion, a removal,
+                a raw-sample batch of 64 points, a gradient batch) does not start when
+                its expected cost (the last one of its kind, in this call or an earlier
+                budgeted one) would take the call past its limit; the work before the
+                search leaves the search's setup and first raw batch their expected
+                time. The first raw batch runs unless the budget is already spent (then
+                the answer is the newest observation's point), so a call ends late by at
+                most one unit that took longer than expected (plus work outside any
+                unit: a factorization after a fit that finished).
+                ``diagnostics.extra["time_budget"]`` says what was cut and what each
+                kind of unit cost.
 
         Raises:
             ValueError: if ``t`` is not a finite real number with ``|t| <= 1e12`` or is
@@ -390,7 +395,7 @@ class Policy(ABC):
             raise
         if budget is not None:
             self._diagnostics.extra["time_budget"] = budget.report()
-            self._budget_unit_seconds = {**self._budget_unit_seconds, **budget.unit_seconds}
+            self._budget_unit_seconds = budget.next_priors()
         return query
 
     def refit(self) -> bool:
@@ -465,6 +470,9 @@ class Policy(ABC):
             self._restandardize()
         fitted = _time.perf_counter()
         self._clean(t, diag)
+        # what every suggestion does before its first acquisition values (a budget
+        # reserves its expected cost: deadline.Budget.reserve)
+        deadline.begin(deadline.ACQUISITION_SETUP)
         health += self._health.check(self)
         if health:
             diag.extra["health"] = health
@@ -879,7 +887,44 @@ class Policy(ABC):
         searches_time = acq.time_window is not None
         record: dict[str, Any] = {}
         self._constraints = self._constraints.with_noise_scale(self._gp.noise_scale)
-        unit = maximize_safely(
+        unit = self._no_time_to_search(searches_time)
+        if unit is not None:
+            record["budget_cut"] = (
+                "skipped: the budget was spent before the search (the newest observation's point)"
+            )
+        else:
+            unit = self._search(acq, searches_time, record)
+        diag.acquisition_evaluations = record.get("evaluations", 0)
+        if "budget_cut" in record:
+            diag.extra["acquisition_cut"] = record["budget_cut"]
+        if "constraints" in record:
+            diag.extra["constraints"] = record["constraints"]
+        query_time = self._query_time(t, acq, unit)
+        if searches_time:
+            diag.extra["query_time"] = query_time
+        return (unit[: self.dim] if searches_time else unit), query_time
+
+    def _no_time_to_search(self, searches_time: bool) -> torch.Tensor | None:
+        """Under a soft budget already spent when the search would start: the newest
+        observation's unit point, the answer that costs nothing (the setting the system
+        was last evaluated at); else ``None`` (with any time left the search evaluates
+        at least its first raw-sample batch). Not with a look-ahead window, constraints
+        or a step limit (their own rules choose the point), nor without data."""
+        if (
+            searches_time
+            or self._safety.enabled
+            or self.dataset_size == 0
+            or not deadline.soft_budget_active()
+            or not deadline.spent(deadline.RAW_SAMPLE, predictive=False)
+        ):
+            return None
+        return self._to_unit(self._x[-1]).to(self.device)
+
+    def _search(
+        self, acq: UpperConfidenceBound, searches_time: bool, record: dict[str, Any]
+    ) -> torch.Tensor:
+        """The acquisition search of :meth:`_acquire` (its unit-box maximizer)."""
+        return maximize_safely(
             acq,
             self.dim,
             safety=self._safety,
@@ -895,15 +940,6 @@ class Policy(ABC):
             device=self.device,
             record=record,
         )
-        diag.acquisition_evaluations = record.get("evaluations", 0)
-        if "budget_cut" in record:
-            diag.extra["acquisition_cut"] = record["budget_cut"]
-        if "constraints" in record:
-            diag.extra["constraints"] = record["constraints"]
-        query_time = self._query_time(t, acq, unit)
-        if searches_time:
-            diag.extra["query_time"] = query_time
-        return (unit[: self.dim] if searches_time else unit), query_time
 
     def _extra_state(self) -> dict[str, Any]:
         """Subclass state for :meth:`state_dict` (plain values and tensors)."""

@@ -40,6 +40,9 @@ REMOVAL_LOOP = "removal loop"
 #: grows with n: without the check a budget could not skip it); a kind of its own, so
 #: that the removal loop's ordinals, and replays of recorded cuts, are unchanged
 REMOVAL_CRITERION = "removal criterion"
+#: applying a batched loop's removals to the policy's data and GP (after the loop, never
+#: skipped): measured, and expected after each removal the loop's budget check allows
+REMOVAL_APPLY = "applying removals"
 
 
 def criterion_affordable() -> bool:
@@ -96,17 +99,20 @@ def remove_least_relevant(
     removals = relevancy.remove_least_relevant(
         limit,
         budget=budget,
-        stop=lambda: deadline.spent(REMOVAL_LOOP),
+        stop=lambda: deadline.spent(REMOVAL_LOOP, after=(REMOVAL_APPLY,)),
         speculative=speculative,
     )
+    deadline.end()  # applying the removals below is not the last removal's unit
     times = policy._t[removals.origins].tolist() if removals.origins else []
     if removals.indices:
+        deadline.begin(REMOVAL_APPLY)
         policy._gp.remove_sequence(removals.indices)
         # the objective's choice, made for every output (the constraints' GPs too)
         policy._constraints = policy._constraints.removed(removals.indices)
         keep = torch.ones(policy.dataset_size, dtype=torch.bool)
         keep[removals.origins] = False
         policy._x, policy._t, policy._y = policy._x[keep], policy._t[keep], policy._y[keep]
+        deadline.end()
     return RemovalOutcome(
         times=times,
         relevancies=removals.relevancies,
@@ -134,4 +140,6 @@ def _one_at_a_time(
         relevancy.remove(index)
         policy._remove(index)
         budget /= 1.0 + value
+        deadline.end()
+    deadline.end()
     return RemovalOutcome(times, values, budget, cut=False)
