@@ -19,6 +19,11 @@ time on this machine, under whatever load it had (recorded).
 ``fresh_start_methods`` says why a restart uses L-BFGS-B: from every state, the fresh
 values alone are fitted once by L-BFGS-B and once by Newton, and the two optima compared.
 
+``suggestion_agreement``: from every state, one whole ``suggest`` per strategy (the fit,
+W-DBO's removals and the runs' acquisition search, from the same random state), and the
+distance of the two chosen points in the unit box (largest coordinate difference): how
+often the new fit changes what the policy asks for.
+
     python benchmarks/fit_speed.py [--threads 1] [--output docs/results/fit_speed.json]
 """
 
@@ -73,8 +78,11 @@ QUANTILES = (0.0, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0)
 SIZE_BINS = ((1, 25), (25, 50), (50, 100), (100, 250))
 
 
-def saved_states(seed: int) -> list[dict]:
+def saved_states(seed: int, every: int | None = None) -> list[dict]:
     """Run :data:`RUNS` and keep, every few iterations, the state the next suggest starts from.
+
+    ``every``: keep every ``every``-th iteration's state in each run (``None``: each run's
+    own in :data:`RUNS`).
 
     Returns:
         ``{"policy", "benchmark", "k", "t", "state"}`` per state (``t``: when the next
@@ -82,7 +90,8 @@ def saved_states(seed: int) -> list[dict]:
     """
     entries = {entry.label: entry for entry in suite("bolt").entries}
     states: list[dict] = []
-    for policy, label, horizon, iterations, every in RUNS:
+    for policy, label, horizon, iterations, own_every in RUNS:
+        kept_every = own_every if every is None else every
         entry = entries[label]
         options = {**entry.options, "horizon": horizon}
         spec = RunSpec(
@@ -100,7 +109,7 @@ def saved_states(seed: int) -> list[dict]:
         )
         cost = float(options["cost"])
 
-        def keep(live, row, policy=policy, label=label, every=every, cost=cost):
+        def keep(live, row, policy=policy, label=label, every=kept_every, cost=cost):
             if row["k"] % every:
                 return
             # a copy: an observer must not change the run's policy
@@ -130,6 +139,14 @@ def fit_from(state: dict, strategy: str, t: float) -> tuple[object, float]:
     start = time.perf_counter()
     result = policy._fit(t)
     return result, time.perf_counter() - start
+
+
+def suggestion_from(state: dict, strategy: str, t: float) -> np.ndarray:
+    """The point a whole ``suggest(t)`` from ``state`` chooses under ``strategy`` (unit box)."""
+    changed = dict(state, config={**state["config"], "fit_strategy": strategy})
+    policy = Policy.from_state_dict(changed)
+    lower, upper = policy.bounds
+    return (np.asarray(policy.suggest(t).x, dtype=float) - lower) / (upper - lower)
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -168,6 +185,8 @@ def compare(states: list[dict]) -> list[dict]:
         reference = old.negative_log_likelihood
         relative = (new.negative_log_likelihood - reference) / max(1.0, abs(reference))
         fresh = fresh_start_optima(saved["state"])
+        points = {s: suggestion_from(saved["state"], s, saved["t"]) for s in order}
+        distance = float(np.abs(points["warm-newton"] - points["two-start"]).max())
         rows.append(
             {
                 "policy": saved["policy"],
@@ -191,6 +210,7 @@ def compare(states: list[dict]) -> list[dict]:
                     "hyperparameters": new.hyperparameters.as_dict(),
                 },
                 "fresh_start_only": fresh,
+                "suggestion_distance": distance,
             }
         )
     return rows
@@ -231,7 +251,33 @@ def reason_kind(reason: str | None) -> str:
     return reason
 
 
-def report(rows: list[dict], seconds: float, threads: int, load_before) -> dict:
+def suggestion_agreement(rows: list[dict]) -> dict:
+    """How far apart the points chosen with the two fits are, by whether the fits agree."""
+    distances = np.array([r["suggestion_distance"] for r in rows])
+    fits_agree = np.array([abs(r["relative_difference"]) <= WORSE for r in rows])
+
+    def counts(mask: np.ndarray) -> dict:
+        part = distances[mask]
+        return {
+            "states": int(mask.sum()),
+            "identical": int((part == 0.0).sum()),
+            "within_1e-6": int((part <= 1e-6).sum()),
+            "within_1e-3": int((part <= 1e-3).sum()),
+            "within_0.05": int((part <= 0.05).sum()),
+            "largest": float(part.max()) if part.size else None,
+        }
+
+    return {
+        "definition": "largest coordinate difference, unit box, of the points two whole "
+        "suggests choose from the same state (fit, removals, acquisition search)",
+        "all": counts(np.ones_like(fits_agree)),
+        "fits_within_1e-6": counts(fits_agree),
+        "fits_differ": counts(~fits_agree),
+        "quantiles": {f"{q:g}": float(np.quantile(distances, q)) for q in QUANTILES},
+    }
+
+
+def report(rows: list[dict], seconds: float, threads: int, load_before, arguments: dict) -> dict:
     relative = np.array([r["relative_difference"] for r in rows])
     old_ev = [r["two_start"]["evaluations"] for r in rows]
     new_ev = [r["warm_newton"]["evaluations"] for r in rows]
@@ -271,6 +317,7 @@ def report(rows: list[dict], seconds: float, threads: int, load_before) -> dict:
     better = [r for r in rows if r["relative_difference"] < -WORSE]
     return {
         "script": "benchmarks/fit_speed.py",
+        "arguments": arguments,
         "states": len(rows),
         "dataset_sizes": {
             "smallest": min(r["n"] for r in rows),
@@ -331,6 +378,7 @@ def report(rows: list[dict], seconds: float, threads: int, load_before) -> dict:
         "fresh_start_runs": sum(r["warm_newton"]["restart_reason"] is not None for r in rows),
         "fresh_start_methods": fresh_start_methods(rows),
         "restart_reasons": reasons,
+        "suggestion_agreement": suggestion_agreement(rows),
         "by_dataset_size": by_size,
         "worse_states": [
             {key: r[key] for key in ("policy", "benchmark", "k", "n", "relative_difference")}
@@ -354,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--every", type=int, default=None, help="keep every k-th iteration (default: RUNS')"
+    )
     parser.add_argument("--output", default="docs/results/fit_speed.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -361,9 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # jitter warnings of trial points; counted in rows
-        states = saved_states(args.seed)
+        states = saved_states(args.seed, args.every)
         rows = compare(states)
-    result = report(rows, time.perf_counter() - started, args.threads, load_before)
+    result = report(rows, time.perf_counter() - started, args.threads, load_before, vars(args))
     text = json.dumps(result, indent=2)
     print(text)
     if args.output:
