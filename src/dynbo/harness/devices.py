@@ -74,7 +74,8 @@ __all__ = [
     "summarize_devices",
 ]
 
-#: the most devices a run may simulate (a policy's ``suggest_batch`` limit, ``MAX_BATCH``)
+#: the most devices a run may simulate (a policy's ``suggest_batch`` limit,
+#: ``dynbo.policies.pending.MAX_BATCH``)
 MAX_DEVICES = 64
 
 #: policies that ask for additional queries (refused with several devices: module docstring)

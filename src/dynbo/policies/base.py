@@ -60,6 +60,7 @@ from dynbo.policies.early_fit import EarlyFit
 from dynbo.policies.fit_strategy import FitHistory, fit_warm
 from dynbo.policies.health import HealthMonitor
 from dynbo.policies.options import PolicyOptions
+from dynbo.policies.pending import PendingQueries
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import (
     capture_state,
@@ -76,9 +77,6 @@ from dynbo.validation import (
     plain_value,
     positive_number,
 )
-
-#: the most queries one ``suggest_batch`` returns
-MAX_BATCH = 64
 
 __all__ = [
     "Query",
@@ -155,7 +153,7 @@ def policy_class(name: str) -> type[Policy]:
     return _REGISTRY[name]
 
 
-class Policy(ABC):
+class Policy(PendingQueries, ABC):
     """Base class of the TVBO policies (see the module docstring).
 
     Its keyword arguments, the options every policy shares (``bounds``, ``seed``, the
@@ -558,68 +556,6 @@ class Policy(ABC):
             if wanted <= asked or t > wanted:
                 self._delays.record(size, t - asked)
             self._awaiting = None
-
-    @property
-    def pending(self) -> list[tuple[np.ndarray, float]]:
-        """The queries returned and not answered yet, oldest first: ``((d,) x, t)`` copies.
-
-        The next ``suggest`` accounts for them (GP-BUCB's hallucinated observations,
-        :mod:`dynbo.acquisition.pending`); an ``observe`` at a pending query's point
-        answers it (the oldest one there).
-        """
-        return [(x.copy(), t) for x, t in self._pending]
-
-    def cancel_pending(self, x: Sequence[float] | np.ndarray | None = None) -> int:
-        """Stop accounting for the pending query at ``x`` (the oldest there), or for every
-        pending query (``x=None``): a device that will never answer. Returns how many."""
-        if x is None:
-            count, self._pending = len(self._pending), ()
-            return count
-        before = len(self._pending)
-        self._pending = self._without_pending(self._domain.validate_point(x))
-        return before - len(self._pending)
-
-    def suggest_batch(self, t: float, q: int, budget: float | None = None) -> list[Query]:
-        """``q`` queries at time ``t`` for ``q`` devices: each :meth:`suggest` accounts for
-        the ones before it (and for any query still pending), so that they differ.
-
-        Args:
-            q: 1 to ``MAX_BATCH`` queries.
-            budget: seconds for each suggestion (see :meth:`suggest`).
-        """
-        if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_BATCH:
-            raise ValueError(f"q must be an integer from 1 to {MAX_BATCH}, got {q!r}")
-        snapshot = self._snapshot()
-        try:
-            return [self.suggest(t, budget=budget) for _ in range(q)]
-        except BaseException:  # all or nothing: the queries made were never returned
-            self._restore(snapshot)
-            raise
-
-    def _pending_index(self, x: np.ndarray | torch.Tensor) -> int | None:
-        """Index in :attr:`pending` of the oldest pending query at ``x`` (within the
-        domain's tolerance), or ``None``."""
-        x = np.asarray(torch.as_tensor(x).detach().cpu(), dtype=float)
-        tolerance = self._domain.tolerance()
-        for i, (point, _) in enumerate(self._pending):
-            if np.all(np.abs(point - x) <= tolerance):
-                return i
-        return None
-
-    def _without_pending(
-        self, x: np.ndarray | torch.Tensor
-    ) -> tuple[tuple[np.ndarray, float], ...]:
-        """The pending queries but the oldest at ``x`` (within the domain's tolerance)."""
-        i = self._pending_index(x)
-        if i is None:
-            return self._pending
-        return self._pending[:i] + self._pending[i + 1 :]
-
-    def _pending_inputs(self) -> torch.Tensor:
-        """``(k, input_dim)`` GP inputs of the pending queries."""
-        points = torch.as_tensor(np.stack([x for x, _ in self._pending]), dtype=self.dtype)
-        times = torch.tensor([self._time_coordinate(t) for _, t in self._pending], dtype=self.dtype)
-        return self._gp_inputs(self._domain.to_unit(points), times).to(self.device)
 
     def forget(self, x: Sequence[float] | np.ndarray, t: float, y: float | None = None) -> None:
         """Remove a kept observation from the dataset and the GP, exactly (O(n^2)).

@@ -34,7 +34,7 @@ import numpy as np
 
 from dynbo.deadline import Budget, Deadline, DeadlineExceeded, Interrupted, within
 from dynbo.policies import Policy, available, make, option_defaults, policy_class
-from dynbo.policies.base import MAX_BATCH
+from dynbo.policies.pending import MAX_BATCH
 from dynbo.service.storage import DamagedLog, Event, ServiceStore, StudyRecord, plain
 
 __all__ = [
