@@ -23,9 +23,11 @@ operation the loop dispatches, as ``torch.profiler`` would list them on a CPU):
 counts the operations that make a GPU wait for its queue (reading a scalar,
 ``nonzero``). Four variants: the one-at-a-time loop as it runs on a CPU (below 512
 observations its relevancy algebra runs in NumPy, which the count does not see), the
-same with the torch path it takes on a GPU, the batched loop on a CPU, and the batched
-loop in the speculative mode it uses on a GPU (batches computed to their end before one
-read-back each).
+same with the torch path it takes on a GPU, the batched loop on a CPU (its steps run in
+NumPy on views of the batch's tensors, which the count does not see either: what it
+counts is the batches' setup and commits), and the batched loop in the speculative mode
+it uses on a GPU (batches computed to their end before one read-back each; torch
+steps on any device, every operation counted).
 
 Timings depend on the machine and its load: the JSON records the load average before and
 after and the number of CPUs; a load average near the CPU count means other work shared

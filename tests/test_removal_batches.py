@@ -97,6 +97,26 @@ def test_batches_remove_what_the_one_at_a_time_loop_removes(n, seed, speculative
     assert_same_state(reference, batched)
 
 
+@pytest.mark.parametrize("n,seed", [(60, 2), (300, 6)])
+def test_the_numpy_steps_on_a_cpu_equal_the_torch_steps(n, seed, monkeypatch):
+    # on a CPU a batch steps in NumPy on views of its tensors; the torch step (what a GPU
+    # runs) must make the same choices with the same numbers to rounding
+    from dynbo.relevancy import criterion
+
+    gp = random_gp(n, seed)
+    budget = 1.0 + 0.04 * n
+    host = WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(
+        n - 2, budget=budget, batch_size=7
+    )
+    monkeypatch.setattr(criterion, "_HostViews", lambda batch: None)
+    on_torch = WassersteinRelevancy.from_gp(gp, 10.5)
+    steps = on_torch.remove_least_relevant(n - 2, budget=budget, batch_size=7)
+    assert len(host.indices) > 5
+    assert host.indices == steps.indices and host.stopped_by == steps.stopped_by
+    np.testing.assert_allclose(host.relevancies, steps.relevancies, rtol=1e-12)
+    assert host.budget == pytest.approx(steps.budget, rel=1e-12)
+
+
 def _origins(n, indices):
     positions = list(range(n))
     return [positions.pop(i) for i in indices]

@@ -221,7 +221,9 @@ class _RemovalBatch:
     the device, so that a GPU runs a whole batch before the host reads anything.
     """
 
-    def __init__(self, relevancy: WassersteinRelevancy, capacity: int) -> None:
+    def __init__(
+        self, relevancy: WassersteinRelevancy, capacity: int, *, numpy_steps: bool = True
+    ) -> None:
         P, Q = relevancy._P, relevancy._Q
         n = P.shape[0]
         self.capacity = capacity
@@ -250,9 +252,17 @@ class _RemovalBatch:
         on_cpu = P.device.type == "cpu"
         self._host_records = self._records.numpy() if on_cpu else None
         self._host_positions = self._positions.numpy() if on_cpu else None
+        # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
+        # small operations, and NumPy's cost per operation is a fraction of torch's
+        # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
+        self._host = _HostViews(self) if on_cpu and numpy_steps else None
 
     def step(self) -> None:
         """One more removal: the least relevant live observation, chosen on the device."""
+        if self._host is not None:
+            self._host.step(self.count)
+            self.count += 1
+            return
         k = self.count
         n = self._live.shape[0]
         terms, live = self._terms, self._live
@@ -326,6 +336,68 @@ class _RemovalBatch:
         positions = self._positions[:count]
         rel._PQ.index_fill_(1, positions, 0.0).index_fill_(2, positions, 0.0)
         rel._AC.index_fill_(1, positions, 0.0)
+
+
+class _HostViews:
+    """:meth:`_RemovalBatch.step` in NumPy, on views of a CPU batch's tensors.
+
+    The same operations in the same order as the torch step (the argmin is NumPy's, the
+    first index on exact ties as torch's); the results agree to rounding (NumPy does not
+    fuse a multiply and an add, and sums in another order), so the choices are those of
+    the torch step except between values equal to rounding.
+    """
+
+    def __init__(self, batch: _RemovalBatch) -> None:
+        rel = batch._relevancy
+        self.terms = batch._terms.numpy()
+        self.live = batch._live.numpy()
+        self.columns = batch._columns.numpy()
+        self.scaled = batch._scaled.numpy()
+        self.alpha_steps = batch._alpha_steps.numpy()
+        self.inverse_pivots = batch._inverse_pivots.numpy()
+        self.positions = batch._positions.numpy()
+        self.records = batch._records.numpy()
+        self.pq = rel._PQ.numpy()
+        self.p = rel._P.numpy()
+
+    def step(self, k: int) -> None:
+        """Step ``k`` of the batch (``k`` steps done before it)."""
+        terms, live = self.terms, self.live
+        pii, qii, alpha, c_alpha, pcp = terms
+        record = self.records[k]
+        # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11), as the torch step; the
+        # removed entries are 0 / 0 (never chosen: the key below is inf there)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            squared = (pii + alpha * alpha) / (pii * pii) * np.maximum(pcp, 0.0)
+        normalizer = np.sum(qii + alpha * c_alpha)
+        record[1] = normalizer
+        key = np.where(live, squared * (normalizer > 0), np.inf)
+        o = int(np.argmin(key))
+        self.positions[k] = o
+        record[0] = squared[o]
+        n = live.shape[0]
+        uq = self.columns[k]
+        uq[...] = self.pq[:, :, o]
+        if k:
+            flat = uq.reshape(2 * n)
+            flat -= self.scaled[:k, o] @ self.columns[:k].reshape(k, 2 * n)
+        uq *= live
+        u, q = uq[0], uq[1]
+        s = self.p @ q
+        if k:
+            s -= self.columns[:k, 0].T @ (self.scaled[:k] @ q)
+        at_o = terms[:, o].copy()
+        inverse = 1.0 / at_o[0]
+        self.inverse_pivots[k] = inverse
+        step_alpha = at_o[2] * inverse
+        self.alpha_steps[k] = step_alpha
+        u_scaled = self.scaled[k]
+        np.multiply(u, inverse, out=u_scaled)
+        terms[0:2] -= uq * u_scaled
+        terms[2:4] -= uq * step_alpha
+        pcp -= 2.0 * u_scaled * (s - 0.5 * u_scaled * at_o[4])
+        terms[:, o] = 0.0
+        live[o] = False
 
 
 class WassersteinRelevancy:
@@ -731,6 +803,8 @@ class WassersteinRelevancy:
                 steps computed past the loop's end are discarded), with batch sizes 1,
                 2, 4, ... up to ``batch_size``. Default: on any device but the CPU,
                 where a value is read for free after each step and a batch stops there.
+                Without it, a CPU batch steps in NumPy (:class:`_HostViews`); with it,
+                in torch on any device.
 
         Returns:
             :class:`Removals`; the criterion then describes the remaining dataset.
@@ -762,7 +836,10 @@ class WassersteinRelevancy:
             stopped_by = halted(len(indices))
             if stopped_by:
                 break
-            batch = _RemovalBatch(self, min(size, batch_size, limit - len(indices)))
+            # the speculative mode is the GPU's: torch steps on any device
+            batch = _RemovalBatch(
+                self, min(size, batch_size, limit - len(indices)), numpy_steps=not speculative
+            )
             batches += 1
             if speculative:
                 for _ in range(batch.capacity):
