@@ -507,13 +507,13 @@ class NegativeLogMarginalLikelihood:
 
         p = len(names)
         traces = np.empty((p, p))
-        # tr(A_a A_b) = <A_a, A_b^T>: each transpose copied once, not once per pair
-        transposed = {i: product.T.reshape(-1) for i, product in dense.items()}
-        for a in range(p):
-            for b in range(a, p):
+        for b in range(p):
+            # tr(A_a A_b) = <A_a, A_b^T>: each transpose copied once (one held at a time)
+            transposed = dense[b].T.reshape(-1) if b in dense else None
+            for a in range(b + 1):
                 name_a, name_b = names[a][0], names[b][0]
-                if a in dense and b in dense:
-                    value = float(torch.dot(dense[a].reshape(-1), transposed[b]))
+                if a in dense and transposed is not None:
+                    value = float(torch.dot(dense[a].reshape(-1), transposed))
                 elif name_a == name_b == "noise":
                     value = pair(noise, noise)
                 elif a in dense or b in dense:

@@ -60,7 +60,7 @@ from dynbo.policies.early_fit import EarlyFit
 from dynbo.policies.fit_strategy import FitHistory, fit_warm
 from dynbo.policies.health import HealthMonitor
 from dynbo.policies.options import PolicyOptions
-from dynbo.policies.pending import PendingQueries
+from dynbo.policies.pending import MAX_BATCH, PendingQueries
 from dynbo.policies.records import Dataset, Diagnostics, Query
 from dynbo.policies.state import (
     capture_state,
@@ -79,6 +79,7 @@ from dynbo.validation import (
 )
 
 __all__ = [
+    "MAX_BATCH",
     "Query",
     "Dataset",
     "Diagnostics",
@@ -513,8 +514,9 @@ class Policy(PendingQueries, ABC):
                 values missing, unknown, non-finite or given to a policy without
                 constraints; the policy is left unchanged.
 
-        The answer to a pending query (see :attr:`pending`) may be stamped before a later
-        ``suggest``: with several devices, the policy asks for the next query while
+        The answer to a pending query (see
+        :attr:`~dynbo.policies.pending.PendingQueries.pending`) may be stamped before a
+        later ``suggest``: with several devices, the policy asks for the next query while
         earlier ones are still being evaluated, and their answers carry the time they
         were evaluated at (``dynbo.harness.devices``).
         """

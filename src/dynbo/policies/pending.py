@@ -58,12 +58,13 @@ class PendingQueries:
         return before - len(self._pending)
 
     def suggest_batch(self, t: float, q: int, budget: float | None = None) -> list[Query]:
-        """``q`` queries at time ``t`` for ``q`` devices: each :meth:`suggest` accounts for
-        the ones before it (and for any query still pending), so that they differ.
+        """``q`` queries at time ``t`` for ``q`` devices: each
+        :meth:`~dynbo.policies.Policy.suggest` accounts for the ones before it (and for
+        any query still pending), so that they differ.
 
         Args:
             q: 1 to ``MAX_BATCH`` queries.
-            budget: seconds for each suggestion (see :meth:`suggest`).
+            budget: seconds for each suggestion (see :meth:`~dynbo.policies.Policy.suggest`).
         """
         if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_BATCH:
             raise ValueError(f"q must be an integer from 1 to {MAX_BATCH}, got {q!r}")

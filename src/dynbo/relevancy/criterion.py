@@ -255,7 +255,8 @@ class _RemovalBatch:
         # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
         # small operations, and NumPy's cost per operation is a fraction of torch's
         # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
-        self._host = _HostViews(self) if on_cpu and numpy_steps else None
+        numpy_dtype = P.dtype in (torch.float32, torch.float64)
+        self._host = _HostViews(self) if on_cpu and numpy_steps and numpy_dtype else None
 
     def step(self) -> None:
         """One more removal: the least relevant live observation, chosen on the device."""
@@ -371,7 +372,9 @@ class _HostViews:
             squared = (pii + alpha * alpha) / (pii * pii) * np.maximum(pcp, 0.0)
         normalizer = np.sum(qii + alpha * c_alpha)
         record[1] = normalizer
-        key = np.where(live, squared * (normalizer > 0), np.inf)
+        # W_D = 0: every relevancy is 0 (recorded so) and the first observation the argmin
+        squared *= normalizer > 0
+        key = np.where(live, squared, np.inf)
         o = int(np.argmin(key))
         self.positions[k] = o
         record[0] = squared[o]
@@ -387,7 +390,8 @@ class _HostViews:
         if k:
             s -= self.columns[:k, 0].T @ (self.scaled[:k] @ q)
         at_o = terms[:, o].copy()
-        inverse = 1.0 / at_o[0]
+        with np.errstate(divide="ignore"):  # a zero pivot gives inf, as in torch
+            inverse = 1.0 / at_o[0]
         self.inverse_pivots[k] = inverse
         step_alpha = at_o[2] * inverse
         self.alpha_steps[k] = step_alpha
