@@ -144,6 +144,35 @@ def test_newton_reaches_the_two_start_optimum_in_few_evaluations(ard):
     assert 0.5 * gradient[inside] @ np.linalg.solve(free_hessian, gradient[inside]) < 1e-8
 
 
+@pytest.mark.parametrize("ard", [False, True])
+def test_the_last_newton_step_skips_the_hessian_and_ends_where_the_full_test_ends(ard, monkeypatch):
+    # the step expected to be the last tests convergence with the Hessian it came from:
+    # the same optimum as testing with the new point's own Hessian, with fewer Hessians
+    from dynbo.models import fit as fit_module
+
+    z, y = make_data(60, d=2)
+    spec = KernelSpec(dim=2, ard=ard)
+    bounds = HyperparameterBounds()
+
+    def warm_fit():
+        gp = SpatioTemporalGP(spec, Hyperparameters(1.0, (0.2,), 30.0, 0.01))
+        gp.set_data(z[:50], y[:50])
+        fit_hyperparameters(gp, bounds=bounds, priors=PRIORS, method="newton")
+        gp.set_data(z, y)
+        return fit_hyperparameters(gp, bounds=bounds, priors=PRIORS, method="newton")
+
+    fast = warm_fit()
+    monkeypatch.setattr(fit_module, "_LAST_STEP", 0.0)  # every trial with its Hessian
+    full = warm_fit()
+    assert fast.message == full.message == "Newton decrement below tolerance"
+    assert fast.negative_log_likelihood == pytest.approx(full.negative_log_likelihood, rel=1e-12)
+    for name in ("outputscale", "noise", "lengthscale_time"):
+        assert getattr(fast.hyperparameters, name) == pytest.approx(
+            getattr(full.hyperparameters, name), rel=1e-6
+        )
+    assert fast.hessian_evaluations < full.hessian_evaluations
+
+
 def _log_prior_terms(gp, priors):
     """What the MAP objective adds to ``-log p(y)`` at the GP's values."""
     objective = NegativeLogMarginalLikelihood(gp, priors=priors)
