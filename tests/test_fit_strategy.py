@@ -161,16 +161,35 @@ def test_the_last_newton_step_skips_the_hessian_and_ends_where_the_full_test_end
         gp.set_data(z, y)
         return fit_hyperparameters(gp, bounds=bounds, priors=PRIORS, method="newton")
 
+    outcomes = []
+    real = fit_module._converged_with
+
+    def spy(*args):
+        outcomes.append(real(*args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(fit_module, "_converged_with", spy)
     fast = warm_fit()
     monkeypatch.setattr(fit_module, "_LAST_STEP", 0.0)  # every trial with its Hessian
     full = warm_fit()
     assert fast.message == full.message == "Newton decrement below tolerance"
     assert fast.negative_log_likelihood == pytest.approx(full.negative_log_likelihood, rel=1e-12)
-    for name in ("outputscale", "noise", "lengthscale_time"):
+    for name in ("outputscale", "noise", "lengthscale_time", "lengthscale_space"):
         assert getattr(fast.hyperparameters, name) == pytest.approx(
             getattr(full.hyperparameters, name), rel=1e-6
         )
     assert fast.hessian_evaluations < full.hessian_evaluations
+    # every evaluation without the Hessian is a last step's trial: the fit's evaluations
+    # are the full fit's, plus one for each last step whose test with the previous
+    # Hessian failed (its point then evaluated again with the Hessian)
+    without = fast.evaluations - fast.hessian_evaluations
+    assert without >= 1 and any(outcomes)
+    assert fast.evaluations - full.evaluations == without - (
+        full.hessian_evaluations - fast.hessian_evaluations
+    )
+    # a failed test with the previous Hessian computes the new point's own (one more
+    # evaluation than the full fit for each)
+    assert fast.evaluations - full.evaluations == outcomes.count(False)
 
 
 def _log_prior_terms(gp, priors):

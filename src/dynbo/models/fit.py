@@ -60,12 +60,14 @@ _NEWTON_LONGEST_STEP = 2.0
 #: sufficient decrease of the projected backtracking line search (Armijo)
 _ARMIJO = 1e-4
 _BACKTRACKS = 30
-#: a Newton step from a point whose predicted decrease (half the decrement) is below
-#: this fraction of ``max(1, |value|)`` is expected to be the last one (Newton's
-#: quadratic convergence: the next decrement is about the square of this one), so its
-#: trial points are evaluated without the Hessian, and convergence there is checked
-#: with the Hessian of the point the step came from; only if that check fails is the
-#: Hessian computed at the new point (one value-and-gradient evaluation wasted)
+#: a full Newton step (not shortened) from a point without clearly negative curvature
+#: whose predicted decrease (half the decrement) is below this fraction of
+#: ``max(1, |value|)`` is expected to be the last one (Newton's quadratic convergence:
+#: the next decrement is about the square of this one), so its trial points are
+#: evaluated without the Hessian, and convergence at the accepted one, if the full step
+#: was accepted, is checked with the Hessian of the point the step came from; otherwise,
+#: or if that check fails, the Hessian is computed at the new point (one
+#: value-and-gradient evaluation wasted)
 _LAST_STEP = 1e-4
 
 
@@ -893,8 +895,13 @@ def _projected_newton(
         if longest > _NEWTON_LONGEST_STEP:
             step *= _NEWTON_LONGEST_STEP / longest
         iterations += 1
-        # the last step (see _LAST_STEP): its trials need no Hessian unless it is not
-        last = 0.5 * decrement <= _LAST_STEP * max(1.0, abs(value))
+        # the last step (see _LAST_STEP): from a minimum's neighbourhood (no clearly
+        # negative curvature), a full Newton step, not shortened to the longest trusted
+        last = (
+            model.eigenvalues.min() > -model.floor
+            and longest <= _NEWTON_LONGEST_STEP
+            and 0.5 * decrement <= _LAST_STEP * max(1.0, abs(value))
+        )
         length, accepted = 1.0, None
         for _ in range(_BACKTRACKS):
             trial = np.clip(theta + length * step, lower, upper)
@@ -913,7 +920,10 @@ def _projected_newton(
             return _LocalResult(value, theta, iterations, converged, message)
         if last:
             trial, trial_value, trial_gradient = accepted
-            if _converged_with(hessian, trial, trial_value, trial_gradient, lower, upper, relative):
+            # the previous Hessian is trusted only where the full step was taken
+            if length == 1.0 and _converged_with(
+                hessian, trial, trial_value, trial_gradient, lower, upper, relative
+            ):
                 message = "Newton decrement below tolerance"
                 return _LocalResult(trial_value, trial, iterations, True, message)
             accepted = (trial, *objective.with_hessian(trial))
