@@ -25,7 +25,7 @@ import torch
 from dynbo import deadline
 from dynbo.kernels import correlation_and_scale_derivative, correlation_and_scale_derivatives
 from dynbo.models.gp import SpatioTemporalGP
-from dynbo.models.kernel import HyperparameterBounds, Hyperparameters
+from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, _squared_distance
 from dynbo.models.linalg import CholeskyJitterWarning, NumericalError, robust_cholesky
 
 __all__ = [
@@ -209,9 +209,12 @@ class NegativeLogMarginalLikelihood:
             if self.kernel.arms is not None
             else None
         )
-        diff = z[:, None, :d] - z[None, :, :d]
         # ARD needs per-dimension squared differences; isotropic only their sum.
-        self._sq = diff * diff if self.kernel.ard else (diff * diff).sum(-1)
+        if self.kernel.ard:
+            diff = z[:, None, :d] - z[None, :, :d]
+            self._sq = diff * diff
+        else:
+            self._sq = _squared_distance(z[:, :d], z[:, :d])
         self._dt = (
             self.kernel.temporal_argument(z[:, d], z[:, d]) if self.kernel.uses_time else None
         )

@@ -366,6 +366,10 @@ class KernelSpec:
 #: 64 dimensions was a 4 GiB tensor, twice).
 DIFFERENCE_CHUNK_ELEMENTS = 1 << 22
 
+#: up to this many input dimensions :func:`_squared_distance` lays the differences out
+#: dimension first (faster for few dimensions; at d = 64 the last-axis sum is as fast)
+_LEADING_DIMENSION_AT_MOST = 16
+
 
 def _squared_distance(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     """``(..., n1, n2)`` squared Euclidean distances of ``(..., n1, d)`` and ``(..., n2, d)``.
@@ -379,6 +383,14 @@ def _squared_distance(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     batch = math.prod(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
     per_row = max(1, batch * cols * dim)
     if rows * per_row <= DIFFERENCE_CHUNK_ELEMENTS:
+        if dim <= _LEADING_DIMENSION_AT_MOST:
+            # dimension first: the sum adds d contiguous (n1, n2) slices in order, where a
+            # sum over a short last axis is a strided reduction 10x slower (n = 200, d = 3:
+            # 0.16 ms against 1.6 ms; the same sum in the same order, the same numbers)
+            first1 = x1.transpose(-1, -2).contiguous()  # (..., d, n1)
+            first2 = x2.transpose(-1, -2).contiguous()
+            diff = first1[..., :, None] - first2[..., None, :]
+            return (diff * diff).sum(-3)
         diff = x1[..., :, None, :] - x2[..., None, :, :]
         return (diff * diff).sum(-1)
     step = max(1, DIFFERENCE_CHUNK_ELEMENTS // per_row)
