@@ -3,6 +3,7 @@ and ``benchmarks/gpu.py`` end to end on the CPU (issue 27, item 3)."""
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,21 @@ def test_the_gpu_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
         assert agreement["query_max_abs_diff"][name] < 1e-6
     assert agreement["relevancies"]["max_rel_diff"] < 1e-12
     assert all(math.isfinite(v) for v in size["prepare_seconds"].values())
+
+
+def test_the_iteration_benchmark_reports_each_round_and_their_median():
+    # wdbo_iteration.py --rounds: the speed target is read over rounds minutes apart
+    result = subprocess.run(
+        [
+            sys.executable, "benchmarks/wdbo_iteration.py", "--sizes", "14", "--repeats", "1",
+            "--rounds", "3",
+        ],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    [row] = report["results"]
+    assert row["n"] == 14 and len(row["rounds"]) == 3
+    for key in ("iteration_seconds", "cholesky_seconds", "iteration_in_choleskys"):
+        assert row[key] == statistics.median(r[key] for r in row["rounds"])
+    assert row["iteration_seconds_min"] <= row["iteration_seconds"] <= row["iteration_seconds_max"]
+    assert report["targets"] is None  # no n = 200 in this run
