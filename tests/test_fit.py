@@ -76,6 +76,52 @@ def test_fit_finds_a_stationary_point_and_warm_start_is_cheap():
     assert second.negative_log_likelihood <= first.negative_log_likelihood + 1e-9
 
 
+@pytest.mark.parametrize("method", ["newton", "l-bfgs-b"])
+@pytest.mark.parametrize(
+    "spatial,temporal,ard", [("matern52", "matern12", False), ("se", "wiener", True)]
+)
+def test_the_gp_after_a_fit_is_the_refactorized_gp(method, spatial, temporal, ard):
+    # the fit hands the GP the factor of its last evaluation where that is the optimum's:
+    # the same matrix, so the posterior is that of a fresh factorization to rounding
+    z, y = make_data(40, d=2)
+    spec = KernelSpec(dim=2, spatial=spatial, temporal=temporal, ard=ard)
+    gp = SpatioTemporalGP(spec, Hyperparameters(1.0, (0.2, 0.3) if ard else (0.2,), 5.0, 0.05))
+    gp.set_data(z, y)
+    taken = []
+    original = SpatioTemporalGP.set_hyperparameters
+
+    def spy(self, hyperparameters, *, factor=None):
+        taken.append(factor is not None)
+        original(self, hyperparameters, factor=factor)
+
+    SpatioTemporalGP.set_hyperparameters = spy
+    try:
+        fit_hyperparameters(gp, method=method, max_iterations=100)
+    finally:
+        SpatioTemporalGP.set_hyperparameters = original
+    if method == "newton":
+        assert taken == [True]  # Newton ends on its last evaluation
+    fitted_factor = gp._factor.clone()
+    points = torch.rand(7, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    points[:, 2] *= 10.0
+    mean, variance = gp.predict(points)
+    gp.refactorize()
+    torch.testing.assert_close(fitted_factor, gp._factor, rtol=1e-12, atol=1e-13)
+    fresh_mean, fresh_variance = gp.predict(points)
+    torch.testing.assert_close(mean, fresh_mean, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(variance, fresh_variance, rtol=1e-10, atol=1e-12)
+
+
+def test_a_factor_of_the_wrong_size_is_refused():
+    z, y = make_data(10, d=2)
+    gp = SpatioTemporalGP(KernelSpec(dim=2), Hyperparameters(1.0, (0.2,), 5.0, 0.05))
+    gp.set_data(z, y)
+    before = gp.hyperparameters
+    with pytest.raises(ValueError, match="factor must be"):
+        gp.set_hyperparameters(Hyperparameters(2.0, (0.3,), 5.0, 0.05), factor=torch.eye(9))
+    assert gp.hyperparameters == before
+
+
 def test_fit_needs_data_and_valid_settings():
     gp = SpatioTemporalGP(KernelSpec(dim=1, temporal=None))
     with pytest.raises(ValueError, match="without observations"):

@@ -226,6 +226,7 @@ class NegativeLogMarginalLikelihood:
         self.hessian_evaluations = 0
         # theta's bytes -> (value, gradient, Hessian or None)
         self._memo: dict[bytes, tuple[float, np.ndarray, np.ndarray | None]] = {}
+        self._last_factor: tuple[bytes, torch.Tensor] | None = None
 
     # -------------------------------------------------------------- packing
     def _slots(self) -> list[tuple[str, int]]:
@@ -317,6 +318,14 @@ class NegativeLogMarginalLikelihood:
         assert hessian is not None
         return value, gradient, hessian
 
+    def factor_at(self, theta: np.ndarray) -> torch.Tensor | None:
+        """The lower Cholesky factor ``(n, n)`` of ``Delta`` at ``theta`` if the last
+        evaluation computed it there without jitter, else ``None``."""
+        key = np.asarray(theta, dtype=float).tobytes()
+        if self._last_factor is None or self._last_factor[0] != key:
+            return None
+        return self._last_factor[1]
+
     def _remembered(
         self, theta: np.ndarray, *, with_hessian: bool
     ) -> tuple[float, np.ndarray, np.ndarray | None]:
@@ -401,6 +410,11 @@ class NegativeLogMarginalLikelihood:
             factor, jitter = robust_cholesky(delta, warn=False)
             self.max_jitter = max(self.max_jitter, jitter)
         del delta
+        # the GP takes the factor of the fit's optimum from here when it was the last one
+        # computed (a fresh factorization at the optimum is one more O(n^3) per fit)
+        self._last_factor = (
+            (np.asarray(theta, dtype=float).tobytes(), factor) if jitter == 0.0 else None
+        )
         alpha = torch.cholesky_solve(y.reshape(-1, 1), factor).reshape(-1)
         value = 0.5 * float(y.dot(alpha)) + float(torch.log(factor.diagonal()).sum())
         value += 0.5 * n * math.log(2 * math.pi)
@@ -809,7 +823,7 @@ def fit_hyperparameters(
             CholeskyJitterWarning,
             stacklevel=2,
         )
-    gp.set_hyperparameters(hyper)
+    gp.set_hyperparameters(hyper, factor=objective.factor_at(theta))
     return FitResult(
         hyperparameters=hyper,
         negative_log_likelihood=value,
