@@ -34,9 +34,9 @@ device (``device_name``: the GPU's name, or the processor).
 
 ``--rounds R`` measures every size R times, one round of all sizes after the other: the
 machine's speed drifts over minutes (pairs of runs of this script differed by up to 1.8x
-on a 2-CPU machine), which the repeats of one call, seconds apart, do not see. Each field
-is then the median over the rounds, each round's numbers are kept (``rounds``), and the
-targets say how many rounds met them on their own.
+on a 2-CPU machine), which the repeats of one call, seconds apart, do not see. Each timed
+field is then the median over the rounds (:func:`combine_rounds`), each round's numbers
+are kept (``rounds``), and the targets say how many rounds met them on their own.
 
     python benchmarks/wdbo_iteration.py [--sizes 25 50 100 200 400] [--threads 1] [--dim 3]
         [--device cpu] [--rounds 1]
@@ -238,7 +238,7 @@ def measure(
     }
 
 
-#: per round, what :func:`combine_rounds` keeps of each size's :func:`measure`
+#: the timed fields of :func:`measure`, kept per round and combined as medians
 ROUND_FIELDS = (
     "iteration_seconds",
     "fit_seconds",
@@ -246,26 +246,40 @@ ROUND_FIELDS = (
     "cleaning_seconds",
     "cholesky_seconds",
     "iteration_in_choleskys",
+    "suggest_seconds",
 )
+#: the counts of :func:`measure` (the same state every round: the same counts, unless a
+#: round was cut short)
+ROUND_COUNTS = ("removed", "fit_evaluations", "acquisition_evaluations")
 
 
 def combine_rounds(rounds: list[dict]) -> dict:
-    """One size's :func:`measure` over several rounds: the median of each timed field over
-    the rounds, the extremes of the repeats, each round's own numbers (``rounds``).
+    """One size's :func:`measure` over several rounds.
 
-    The machine's speed drifts from minute to minute; rounds spread over minutes say how
-    much, where the repeats within one call (seconds apart) do not. One round is returned
-    as it is.
+    Each timed field (:data:`ROUND_FIELDS`) is the median over the rounds (for
+    ``iteration_in_choleskys``: the median of the rounds' own ratios), the extremes those
+    of all repeats, the counts those the rounds agree on (``None`` where they differ), the
+    milliseconds per evaluation those of the medians; ``rounds`` keeps each round's timed
+    fields and counts. The machine's speed drifts from minute to minute; rounds spread
+    over time say how much, where the repeats within one call, seconds apart, do not.
+    One round is returned as it is.
     """
     if len(rounds) == 1:
         return rounds[0]
     combined = dict(rounds[0])
-    for key, value in rounds[0].items():
-        if isinstance(value, float):
-            combined[key] = statistics.median(r[key] for r in rounds)
+    for key in ROUND_FIELDS:
+        combined[key] = statistics.median(r[key] for r in rounds)
     combined["iteration_seconds_min"] = min(r["iteration_seconds_min"] for r in rounds)
     combined["iteration_seconds_max"] = max(r["iteration_seconds_max"] for r in rounds)
-    combined["rounds"] = [{key: r[key] for key in ROUND_FIELDS} for r in rounds]
+    for key in ROUND_COUNTS:
+        values = {r[key] for r in rounds}
+        combined[key] = values.pop() if len(values) == 1 else None
+    for phase, count in (("fit", "fit_evaluations"), ("acquisition", "acquisition_evaluations")):
+        evaluations = combined[count]
+        combined[f"{phase}_milliseconds_per_evaluation"] = (
+            1e3 * combined[f"{phase}_seconds"] / evaluations if evaluations else None
+        )
+    combined["rounds"] = [{key: r[key] for key in ROUND_FIELDS + ROUND_COUNTS} for r in rounds]
     return combined
 
 
@@ -294,6 +308,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if len(set(args.sizes)) != len(args.sizes):
+        parser.error(f"--sizes must not repeat a size, got {args.sizes}")
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
     load_before = os.getloadavg()

@@ -1,5 +1,5 @@
 """Every policy and the relevancy criterion on CUDA against the CPU (skipped without CUDA),
-and ``benchmarks/gpu.py`` end to end on the CPU (issue 27, item 3)."""
+and ``benchmarks/gpu.py`` and ``wdbo_iteration.py --rounds`` end to end on the CPU (issue 27)."""
 
 import json
 import math
@@ -163,7 +163,7 @@ def test_the_gpu_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
 
 
 def test_the_iteration_benchmark_reports_each_round_and_their_median():
-    # wdbo_iteration.py --rounds: the speed target is read over rounds minutes apart
+    # wdbo_iteration.py --rounds: the speed target is read over rounds spread over time
     result = subprocess.run(
         [
             sys.executable, "benchmarks/wdbo_iteration.py", "--sizes", "14", "--repeats", "1",
@@ -177,4 +177,11 @@ def test_the_iteration_benchmark_reports_each_round_and_their_median():
     for key in ("iteration_seconds", "cholesky_seconds", "iteration_in_choleskys"):
         assert row[key] == statistics.median(r[key] for r in row["rounds"])
     assert row["iteration_seconds_min"] <= row["iteration_seconds"] <= row["iteration_seconds_max"]
+    # the same state each round: the same counts
+    assert row["removed"] == row["rounds"][0]["removed"] is not None
     assert report["targets"] is None  # no n = 200 in this run
+    repeated = subprocess.run(
+        [sys.executable, "benchmarks/wdbo_iteration.py", "--sizes", "14", "14"],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert repeated.returncode == 2 and "must not repeat" in repeated.stderr

@@ -168,9 +168,9 @@ def test_squared_distances_in_chunks_are_the_same_numbers():
 
 @pytest.mark.parametrize("d", [0, 1, 3, 7, 16, 17, 64])
 def test_squared_distances_dimension_first_agree_with_last_axis_sums(d):
-    # up to 16 dimensions the differences are laid out dimension first (a fast sum over
-    # contiguous slices); the numbers are the last-axis sums' to rounding, and with few
-    # dimensions the same sums in the same order
+    # up to 16 dimensions the differences are laid out dimension first and added in
+    # dimension order: the last-axis sums' numbers to rounding (the same for d <= 3), and
+    # the distances of a set with itself exactly symmetric
     gen = torch.Generator().manual_seed(d)
     a = torch.rand(3, 40, d, generator=gen, dtype=torch.float64)
     b = torch.rand(25, d, generator=gen, dtype=torch.float64)
@@ -180,7 +180,9 @@ def test_squared_distances_dimension_first_agree_with_last_axis_sums(d):
     assert got.shape == (3, 40, 25)
     if d <= 3:
         assert torch.equal(got, expected)
-    torch.testing.assert_close(got, expected, rtol=1e-15, atol=1e-15)
+    torch.testing.assert_close(got, expected, rtol=1e-14, atol=1e-14)
+    square = _squared_distance(a[0], a[0])
+    assert torch.equal(square, square.T)
     # autograd through the dimension-first layout: d/da of the sum is 2 (a - b) summed
     leaf = a.clone().requires_grad_(True)
     _squared_distance(leaf, b).sum().backward()

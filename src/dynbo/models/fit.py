@@ -421,10 +421,10 @@ class NegativeLogMarginalLikelihood:
         # W = Delta^{-1} - alpha alpha^T; every derivative is (1/2) <W, dDelta>, taken as a
         # dot product of flattened matrices (no product matrix is formed).
         inverse = torch.cholesky_inverse(factor)
-        # symmetric, and LAPACK hands it back column-major: its transpose is the row-major
-        # layout of every other (n, n) tensor here, for free (mixed layouts made each
-        # product with it a strided loop and each flattening a copy: 40 % of a Hessian
-        # evaluation at n = 200)
+        # symmetric (exactly from a CPU's LAPACK, to rounding elsewhere), and LAPACK hands
+        # it back column-major: its transpose is the row-major layout of every other
+        # (n, n) tensor here, for free (mixed layouts made each product with it a strided
+        # loop and each flattening a copy: 9 copies of (n, n) per Hessian evaluation)
         if not inverse.is_contiguous() and inverse.mT.is_contiguous():
             inverse = inverse.mT
         del factor

@@ -360,16 +360,20 @@ class _HostViews:
         self.records = batch._records.numpy()
         self.pq = rel._PQ.numpy()
         self.p = rel._P.numpy()
+        # W_i^2 / lambda^2 of the live entries (the removed ones keep stale values)
+        self.squared = np.zeros_like(self.terms[0])
 
     def step(self, k: int) -> None:
         """Step ``k`` of the batch (``k`` steps done before it)."""
         terms, live = self.terms, self.live
         pii, qii, alpha, c_alpha, pcp = terms
         record = self.records[k]
-        # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11), as the torch step; the
-        # removed entries are 0 / 0 (never chosen: the key below is inf there; the caller
-        # holds NumPy's errstate for the whole loop: one per step cost a tenth of a step)
-        squared = (pii + alpha * alpha) / (pii * pii) * np.maximum(pcp, 0.0)
+        # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11), as the torch step; only
+        # at the live entries (the removed ones would be 0 / 0, and the key below is inf
+        # there anyway): no warning to silence, where an errstate per step cost a tenth of
+        # the step
+        squared = np.divide(pii + alpha * alpha, pii * pii, out=self.squared, where=live)
+        squared *= np.maximum(pcp, 0.0)
         # ufunc methods, not np.sum/np.argmin: the same reductions without their wrappers
         normalizer = np.add.reduce(qii + alpha * c_alpha)
         record[1] = normalizer
@@ -391,7 +395,10 @@ class _HostViews:
         if k:
             s -= self.columns[:k, 0].T @ (self.scaled[:k] @ q)
         at_o = terms[:, o].copy()
-        inverse = 1.0 / at_o[0]  # a zero pivot gives inf, as in torch (the caller's errstate)
+        # a zero pivot (P_oo = 0: a singular P, never a positive definite one) gives inf
+        # as in torch, and NumPy warns of what follows
+        pivot = float(at_o[0])
+        inverse = 1.0 / pivot if pivot != 0.0 else math.copysign(math.inf, pivot)
         self.inverse_pivots[k] = inverse
         step_alpha = at_o[2] * inverse
         self.alpha_steps[k] = step_alpha
@@ -836,50 +843,47 @@ class WassersteinRelevancy:
             return ""
 
         stopped_by = ""
-        # NumPy steps divide 0 / 0 at removed entries (never chosen): one errstate for
-        # the loop, not one per step
-        with np.errstate(divide="ignore", invalid="ignore"):
-            while not stopped_by:
-                stopped_by = halted(len(indices))
-                if stopped_by:
-                    break
-                # the speculative mode is the GPU's: torch steps on any device
-                batch = _RemovalBatch(
-                    self, min(size, batch_size, limit - len(indices)), numpy_steps=not speculative
-                )
-                batches += 1
-                if speculative:
-                    for _ in range(batch.capacity):
-                        batch.step()
-                    records = batch.records()
-                positions: list[int] = []
-                for j in range(batch.capacity):
-                    if j > 0:  # before each further removal of the batch
-                        stopped_by = halted(len(indices) + j)
-                        if stopped_by:
-                            break
-                    if not speculative:
-                        batch.step()
-                    position, squared, normalizer = records[j] if speculative else batch.record(j)
-                    # R = W / W_D as relevancies() computes it (lambda^2 in both terms)
-                    normalizer *= self._lam2
-                    value = math.sqrt(squared * self._lam2 / normalizer) if normalizer > 0 else 0.0
-                    if not budget > 1.0 + value:
-                        stopped_by = "budget"
+        while not stopped_by:
+            stopped_by = halted(len(indices))
+            if stopped_by:
+                break
+            # the speculative mode is the GPU's: torch steps on any device
+            batch = _RemovalBatch(
+                self, min(size, batch_size, limit - len(indices)), numpy_steps=not speculative
+            )
+            batches += 1
+            if speculative:
+                for _ in range(batch.capacity):
+                    batch.step()
+                records = batch.records()
+            positions: list[int] = []
+            for j in range(batch.capacity):
+                if j > 0:  # before each further removal of the batch
+                    stopped_by = halted(len(indices) + j)
+                    if stopped_by:
                         break
-                    budget /= 1.0 + value
-                    values.append(value)
-                    positions.append(position)
-                steps += batch.count
-                batch.commit(len(positions))
-                for position in positions:
-                    index = bisect.bisect_left(self._live, position)
-                    indices.append(index)
-                    origins.append(self._origin_list[position])
-                    del self._live[index]
-                if positions:
-                    self._removed()
-                size *= 2
+                if not speculative:
+                    batch.step()
+                position, squared, normalizer = records[j] if speculative else batch.record(j)
+                # R = W / W_D as relevancies() computes it (lambda^2 in both terms)
+                normalizer *= self._lam2
+                value = math.sqrt(squared * self._lam2 / normalizer) if normalizer > 0 else 0.0
+                if not budget > 1.0 + value:
+                    stopped_by = "budget"
+                    break
+                budget /= 1.0 + value
+                values.append(value)
+                positions.append(position)
+            steps += batch.count
+            batch.commit(len(positions))
+            for position in positions:
+                index = bisect.bisect_left(self._live, position)
+                indices.append(index)
+                origins.append(self._origin_list[position])
+                del self._live[index]
+            if positions:
+                self._removed()
+            size *= 2
         return Removals(
             indices=indices,
             origins=origins,
