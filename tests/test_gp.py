@@ -11,6 +11,7 @@ from dynbo.models.linalg import (
     NumericalError,
     cholesky_append,
     cholesky_delete,
+    cholesky_inverse,
     cholesky_rank_one_update,
     robust_cholesky,
 )
@@ -310,3 +311,15 @@ def test_state_dict_round_trip_is_bit_exact():
     test = torch.rand(5, 3)
     assert torch.equal(other.predict(test)[0], gp.predict(test)[0])
     assert torch.equal(other.cholesky_factor, gp.cholesky_factor)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_cholesky_inverse_is_the_row_major_inverse(dtype):
+    g = torch.Generator().manual_seed(4)
+    a = torch.rand(30, 30, generator=g, dtype=torch.float64)
+    matrix = (a @ a.T + 30 * torch.eye(30, dtype=torch.float64)).to(dtype)
+    inverse = cholesky_inverse(torch.linalg.cholesky(matrix))
+    assert inverse.is_contiguous() and inverse.dtype == dtype
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(inverse @ matrix, torch.eye(30, dtype=dtype), rtol=0, atol=tolerance)
+    assert torch.equal(inverse, inverse.T)  # a CPU's LAPACK: exactly symmetric

@@ -26,7 +26,12 @@ from dynbo import deadline
 from dynbo.kernels import correlation_and_scale_derivative, correlation_and_scale_derivatives
 from dynbo.models.gp import SpatioTemporalGP
 from dynbo.models.kernel import HyperparameterBounds, Hyperparameters, _squared_distance
-from dynbo.models.linalg import CholeskyJitterWarning, NumericalError, robust_cholesky
+from dynbo.models.linalg import (
+    CholeskyJitterWarning,
+    NumericalError,
+    cholesky_inverse,
+    robust_cholesky,
+)
 
 __all__ = [
     "FIT_METHODS",
@@ -420,13 +425,7 @@ class NegativeLogMarginalLikelihood:
         value += 0.5 * n * math.log(2 * math.pi)
         # W = Delta^{-1} - alpha alpha^T; every derivative is (1/2) <W, dDelta>, taken as a
         # dot product of flattened matrices (no product matrix is formed).
-        inverse = torch.cholesky_inverse(factor)
-        # symmetric (exactly from a CPU's LAPACK, to rounding elsewhere), and LAPACK hands
-        # it back column-major: its transpose is the row-major layout of every other
-        # (n, n) tensor here, for free (mixed layouts made each product with it a strided
-        # loop and each flattening a copy: 9 copies of (n, n) per Hessian evaluation)
-        if not inverse.is_contiguous() and inverse.mT.is_contiguous():
-            inverse = inverse.mT
+        inverse = cholesky_inverse(factor)  # row-major, as every other (n, n) tensor here
         del factor
         # the Hessian needs Delta^{-1} itself as well; the gradient alone reuses its buffer
         w = (
@@ -901,8 +900,7 @@ def _projected_newton(
         return _LocalResult(value, theta, 0, False, "the start could not be evaluated")
     iterations = 0
     while True:
-        held = ((theta <= lower) & (gradient > 0)) | ((theta >= upper) & (gradient < 0))
-        free = ~held
+        free = _free_parameters(theta, gradient, lower, upper)
         if not free.any():
             return _LocalResult(value, theta, iterations, True, "every parameter on a bound")
         model = _NewtonModel.of(hessian, gradient, free)
@@ -984,6 +982,15 @@ class _NewtonModel:
         return bool(self.eigenvalues.min() > -self.floor and 0.5 * self.decrement <= tolerance)
 
 
+def _free_parameters(
+    theta: np.ndarray, gradient: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
+    """``(p,)`` which parameters a projected Newton step moves: all but those on a bound
+    whose gradient points out of the box (Bertsekas 1982)."""
+    held = ((theta <= lower) & (gradient > 0)) | ((theta >= upper) & (gradient < 0))
+    return ~held
+
+
 def _converged_with(
     hessian: np.ndarray,
     theta: np.ndarray,
@@ -996,8 +1003,7 @@ def _converged_with(
     """:func:`_projected_newton`'s stopping test at ``theta`` with a given ``hessian``
     (that of the point the last step came from): the same held parameters, eigenvalue
     floor and tolerance as the test with ``theta``'s own."""
-    held = ((theta <= lower) & (gradient > 0)) | ((theta >= upper) & (gradient < 0))
-    free = ~held
+    free = _free_parameters(theta, gradient, lower, upper)
     if not free.any():
         return False  # every parameter on a bound: left to the loop's own test
     return _NewtonModel.of(hessian, gradient, free).converged(value, relative)

@@ -22,6 +22,7 @@ __all__ = [
     "CholeskyJitterWarning",
     "NumericalError",
     "robust_cholesky",
+    "cholesky_inverse",
     "cholesky_append",
     "cholesky_delete",
     "cholesky_rank_one_update",
@@ -88,6 +89,22 @@ def robust_cholesky(
         f"Cholesky factorization of the {what} ({n}x{n}) failed even with jitter "
         f"{max_relative_jitter * scale:.3g}; the hyperparameters or inputs are degenerate"
     )
+
+
+def cholesky_inverse(factor: torch.Tensor) -> torch.Tensor:
+    """``(L L^T)^{-1}`` of a lower Cholesky factor ``(n, n)``, in row-major layout.
+
+    LAPACK hands the inverse back column-major; it is symmetric (exactly from a CPU's
+    LAPACK, to rounding elsewhere), so its transpose is the same matrix in the row-major
+    layout of every other ``(n, n)`` tensor, for free. Mixed layouts make each
+    elementwise product with it a strided loop and each flattening a copy (9 copies of
+    ``(n, n)`` per Hessian evaluation of the fit), and an in-place update of a copied
+    column-major matrix a transposed copy.
+    """
+    inverse = torch.cholesky_inverse(factor, upper=False)
+    if not inverse.is_contiguous() and inverse.mT.is_contiguous():
+        inverse = inverse.mT
+    return inverse
 
 
 def cholesky_append(

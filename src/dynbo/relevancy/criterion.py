@@ -39,7 +39,7 @@ from scipy.linalg.blas import dger, sger
 
 from dynbo.kernels import FamilyLike
 from dynbo.models.kernel import Hyperparameters, KernelSpec
-from dynbo.models.linalg import robust_cholesky
+from dynbo.models.linalg import cholesky_inverse, robust_cholesky
 from dynbo.relevancy.convolutions import (
     PAPER_NOISE_FLOOR,
     spatial_convolution_matrix,
@@ -535,11 +535,8 @@ class WassersteinRelevancy:
             present_time=present_time,
             paper_compat=paper_compat,
         )
-        precision = torch.cholesky_inverse(factor, upper=False)
-        # P is symmetric: LAPACK hands it back column-major, so its transpose is the
-        # row-major copy that the in-place updates and flat sums want, for free.
-        if not precision.is_contiguous() and precision.mT.is_contiguous():
-            precision = precision.mT
+        # row-major, as the in-place updates and flat sums want
+        precision = cholesky_inverse(factor)
         rel = cls.__new__(cls)
         rel._setup(precision, alpha, conv.contiguous(), hyperparameters.outputscale)
         return rel
