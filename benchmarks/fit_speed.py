@@ -245,6 +245,7 @@ def reason_kind(reason: str | None) -> str:
         ("log-hyperparameter", "large move"),
         ("search gained", "large gain"),
         ("no fit history", "no history"),
+        ("observations", "small dataset"),
     ):
         if key in reason:
             return kind

@@ -10,6 +10,7 @@ from dynbo.models import (
     SpatioTemporalGP,
     fit_hyperparameters,
 )
+from dynbo.models.fit import _NUMPY_LARGEST
 from tests.test_gp import make_data
 
 
@@ -48,6 +49,36 @@ def test_marginal_likelihood_gradient_matches_finite_differences(spatial, tempor
     assert -gp.log_marginal_likelihood() == pytest.approx(nll(theta)[0], rel=1e-10)
 
 
+@pytest.mark.parametrize(
+    "temporal,ard,fixed",
+    [
+        ("matern32", False, ()),
+        ("matern12", True, ()),
+        (None, False, ("noise",)),
+        ("wiener", True, ("lengthscale_space", "outputscale")),
+        ("matern52", False, ("lengthscale_time",)),
+    ],
+)
+def test_the_evaluations_numbers_are_the_unpacked_hyperparameters(temporal, ard, fixed):
+    # _evaluate reads plain numbers, not a Hyperparameters (building one costs as much as a
+    # small evaluation's arithmetic): they must be exactly what unpack gives
+    z, y = make_data(12, d=3)
+    spec = KernelSpec(dim=3, temporal=temporal, ard=ard)
+    gp = SpatioTemporalGP(
+        spec, Hyperparameters(0.7, (0.3, 0.4, 0.5) if ard else (0.3,), 5.0 if temporal else None)
+    )
+    gp.set_data(z if temporal else z[:, :3], y)
+    nll = NegativeLogMarginalLikelihood(gp, fixed=fixed)
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        theta = nll.pack(gp.hyperparameters) + rng.normal(scale=2.0, size=nll.size)
+        h = nll.unpack(theta)
+        values = nll._values(theta)
+        assert values.outputscale == h.outputscale and values.noise == h.noise
+        assert values.lengthscale_space == h.lengthscale_space
+        assert values.lengthscale_time == h.lengthscale_time
+
+
 def test_fit_increases_likelihood_respects_bounds_and_fixed_values():
     z, y = make_data(60)
     gp = SpatioTemporalGP(KernelSpec(dim=2), Hyperparameters(1.0, (0.2,), 1.0, 0.1))
@@ -76,14 +107,16 @@ def test_fit_finds_a_stationary_point_and_warm_start_is_cheap():
     assert second.negative_log_likelihood <= first.negative_log_likelihood + 1e-9
 
 
+@pytest.mark.parametrize("size", [40, _NUMPY_LARGEST + 4])
 @pytest.mark.parametrize("method", ["newton", "l-bfgs-b"])
 @pytest.mark.parametrize(
     "spatial,temporal,ard", [("matern52", "matern12", False), ("se", "wiener", True)]
 )
-def test_the_gp_after_a_fit_is_the_refactorized_gp(method, spatial, temporal, ard):
-    # the fit hands the GP the factor of its last evaluation where that is the optimum's:
-    # the same matrix, so the posterior is that of a fresh factorization to rounding
-    z, y = make_data(40, d=2)
+def test_the_gp_after_a_fit_is_the_refactorized_gp(method, spatial, temporal, ard, size):
+    # the fit hands the GP the factor of its last evaluation where that is the optimum's
+    # and was computed in torch: the same matrix, so the posterior is that of a fresh
+    # factorization to rounding (a small dataset's NumPy evaluations hand none)
+    z, y = make_data(size, d=2)
     spec = KernelSpec(dim=2, spatial=spatial, temporal=temporal, ard=ard)
     gp = SpatioTemporalGP(spec, Hyperparameters(1.0, (0.2, 0.3) if ard else (0.2,), 5.0, 0.05))
     gp.set_data(z, y)
@@ -100,7 +133,7 @@ def test_the_gp_after_a_fit_is_the_refactorized_gp(method, spatial, temporal, ar
     finally:
         SpatioTemporalGP.set_hyperparameters = original
     if method == "newton":
-        assert taken == [True]  # Newton ends on its last evaluation
+        assert taken == [size > _NUMPY_LARGEST]  # Newton ends on its last evaluation
     fitted_factor = gp._factor.clone()
     points = torch.rand(7, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     points[:, 2] *= 10.0

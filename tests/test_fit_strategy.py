@@ -1,11 +1,17 @@
 """The per-iteration fit: the likelihood's analytic Hessian, projected Newton, the
 ``fit_strategy`` option and its restart rule (``dynbo.policies.fit_strategy``)."""
 
+import dataclasses
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
 
 from dynbo import deadline
 from dynbo.deadline import Budget, BudgetSpent
@@ -19,7 +25,7 @@ from dynbo.models import (
     fit_hyperparameters,
 )
 from dynbo.models.fit import StartOutcome
-from dynbo.policies import Policy, make
+from dynbo.policies import Policy, fit_strategy, make
 from dynbo.policies.fit_strategy import (
     DISTINCT_LOG_CHANGE,
     RESTART_RULE,
@@ -48,30 +54,38 @@ def arm_kernel():
     return ArmCovariance(points, factor @ factor.T / 8 + 0.1 * torch.eye(8)), points
 
 
-@pytest.mark.parametrize(
-    "spatial,temporal,ard,fixed,priors",
-    [
-        ("matern52", "matern32", False, (), None),
-        ("se", "matern12", True, (), None),
-        ("matern32", None, False, (), None),
-        ("matern12", "se", False, (), PRIORS),
-        ("matern52", "wiener", False, (), None),
-        ("matern52", "matern52", True, ("noise",), PRIORS),
-        ("se", "matern32", False, ("outputscale",), {"noise": ("gamma", 1.1, 5.0)}),
-        ("arms", "matern12", False, (), None),
-    ],
-)
-def test_hessian_matches_finite_differences_of_the_gradient(spatial, temporal, ard, fixed, priors):
-    z, y = make_data(35, d=2)
+#: kernels, fixed names and priors of the objective's tests: every branch of the evaluation
+OBJECTIVES = [
+    ("matern52", "matern32", False, (), None),
+    ("se", "matern12", True, (), None),
+    ("matern32", None, False, (), None),
+    ("matern12", "se", False, (), PRIORS),
+    ("matern52", "wiener", False, (), None),
+    ("matern52", "matern52", True, ("noise",), PRIORS),
+    ("se", "matern32", False, ("outputscale",), {"noise": ("gamma", 1.1, 5.0)}),
+    ("arms", "matern12", False, (), None),
+]
+
+
+def objective_of(spatial, temporal, ard, size=35):
+    """A GP on ``size`` points of :func:`make_data` with the named kernel (``"arms"``: a
+    given arm covariance)."""
+    z, y = make_data(size, d=2)
     if spatial == "arms":
         arms, points = arm_kernel()
-        z[:, :2] = points[torch.arange(35) % 8]
+        z[:, :2] = points[torch.arange(size) % 8]
         spec = KernelSpec(dim=2, temporal=temporal, arms=arms)
     else:
         spec = KernelSpec(dim=2, spatial=spatial, temporal=temporal, ard=ard)
     inputs = z if temporal else z[:, :2]
     gp = SpatioTemporalGP(spec, Hyperparameters(1.0, (0.3,), 5.0 if temporal else None, 0.05))
     gp.set_data(inputs, y)
+    return gp
+
+
+@pytest.mark.parametrize("spatial,temporal,ard,fixed,priors", OBJECTIVES)
+def test_hessian_matches_finite_differences_of_the_gradient(spatial, temporal, ard, fixed, priors):
+    gp = objective_of(spatial, temporal, ard)
     objective = NegativeLogMarginalLikelihood(gp, fixed=fixed, priors=priors)
     rng = np.random.default_rng(1)
     for _ in range(2):
@@ -85,6 +99,62 @@ def test_hessian_matches_finite_differences_of_the_gradient(spatial, temporal, a
         expected = hessian_by_differences(objective, theta)
         scale = max(1.0, np.abs(expected).max())
         assert np.abs(hessian - expected).max() <= 1e-6 * scale
+
+
+@pytest.mark.parametrize("spatial,temporal,ard,fixed,priors", OBJECTIVES)
+def test_the_numpy_evaluation_is_the_torch_one(spatial, temporal, ard, fixed, priors):
+    # small datasets on a CPU: the evaluations in NumPy, the same formulas as in torch
+    gp = objective_of(spatial, temporal, ard)
+    objective = NegativeLogMarginalLikelihood(gp, fixed=fixed, priors=priors)
+    assert objective._numpy
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        theta = objective.pack(gp.hyperparameters) + rng.normal(scale=0.5, size=objective.size)
+        value, gradient, hessian = objective._evaluate_numpy(theta, with_hessian=True)
+        # the GP factorizes Delta itself (in torch, as a restored policy does)
+        assert objective.factor_at(theta) is None
+        expected_value, expected_gradient, expected_hessian = objective._evaluate_torch(
+            theta, with_hessian=True
+        )
+        assert value == pytest.approx(expected_value, rel=1e-13)
+        for got, expected in ((gradient, expected_gradient), (hessian, expected_hessian)):
+            scale = max(1.0, np.abs(expected).max())
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * scale)
+        # without the Hessian: the same value and gradient
+        alone = objective._evaluate_numpy(theta)
+        assert alone[0] == value and np.array_equal(alone[1], gradient) and alone[2] is None
+        # and the same whatever the number of BLAS threads (a run limits them, a policy
+        # restored elsewhere may not): a replay must not depend on it
+        for threads in (1, 2):
+            with threadpool_limits(limits=threads, user_api="blas"):
+                again = objective._evaluate_numpy(theta, with_hessian=True)
+            assert again[0] == value
+            assert np.array_equal(again[1], gradient) and np.array_equal(again[2], hessian)
+        value, gradient, hessian = objective._evaluate_numpy(theta, with_hessian=True)
+        # the GP factorizes Delta itself (in torch, as a restored policy does)
+        assert objective.factor_at(theta) is None
+
+
+def test_the_numpy_evaluation_leaves_jitter_and_large_datasets_to_torch():
+    from dynbo.models.fit import _NUMPY_LARGEST
+
+    # two observations at one point, a noise of 1e-26: Delta is singular to working
+    # precision, NumPy gives up and the torch evaluation adds the jitter
+    gp = SpatioTemporalGP(KernelSpec(dim=1, temporal=None), Hyperparameters(1.0, (0.3,)))
+    gp.set_data(torch.tensor([[0.5], [0.5], [0.1]]), torch.tensor([1.0, 1.1, 0.0]))
+    objective = NegativeLogMarginalLikelihood(gp)
+    theta = objective.pack(gp.hyperparameters)
+    theta[-1] = math.log(1e-26)
+    assert objective._evaluate_numpy(theta) is None
+    value, _ = objective(theta)
+    assert math.isfinite(value) and objective.max_jitter > 0
+    assert objective.factor_at(theta) is None  # a jittered factor is not the GP's
+    # beyond _NUMPY_LARGEST observations the evaluations stay in torch
+    for size, numpy in ((_NUMPY_LARGEST, True), (_NUMPY_LARGEST + 1, False)):
+        assert (
+            NegativeLogMarginalLikelihood(objective_of("matern52", "matern32", False, size))._numpy
+            is numpy
+        )
 
 
 def test_an_evaluation_with_the_hessian_counts_once_and_checks_the_deadline_first():
@@ -265,6 +335,7 @@ def outcome(**changes):
 
 def test_the_restart_rule_fires_in_the_documented_cases():
     rule = RestartRule(
+        every_fit_size=10,
         shortest_period=3,
         period_fraction=0.1,
         longest_period=20,
@@ -275,8 +346,10 @@ def test_the_restart_rule_fires_in_the_documented_cases():
     # the period: a tenth of the dataset, from 3 to 20 fits
     assert [rule.period(n) for n in (5, 30, 31, 95, 200, 1000)] == [3, 3, 4, 10, 20, 20]
     history = FitHistory(fits_since_fresh=3, size=49)
-    # before the fit: no history, the period, a large change of the dataset size
+    # before the fit: no history, a small dataset, the period, a large change of the size
     assert rule.before_fit(None, 50) == "no fit history"
+    assert rule.before_fit(FitHistory(0, 10), 10) == "at most 10 observations"
+    assert rule.before_fit(FitHistory(0, 10), 11) is None
     assert rule.before_fit(history, 50) is None
     assert "5 fits" in rule.before_fit(FitHistory(4, 49), 50)
     assert "3 fits" in rule.before_fit(FitHistory(2, 19), 20)
@@ -342,8 +415,15 @@ def drive(policy, iterations, seed=0):
     return results
 
 
-def test_a_policy_fits_with_the_rule_and_the_option_survives_the_state():
+def test_a_policy_fits_with_the_rule_and_the_option_survives_the_state(monkeypatch):
     options = {"bounds": [[0.0, 0.0], [1.0, 1.0]], "raw_samples": 32, "restarts": 2}
+    # small datasets: the fresh start at every fit
+    reasons = [r.restart_reason for r in drive(make("st-gp-ucb", **options), 12)]
+    assert reasons[0] == "no fit history"
+    assert set(reasons[1:]) == {f"at most {RESTART_RULE.every_fit_size} observations"}
+    # larger ones (here: the rule made to treat these as larger)
+    rule = dataclasses.replace(RESTART_RULE, every_fit_size=0)
+    monkeypatch.setattr(fit_strategy, "RESTART_RULE", rule)
     policy = make("st-gp-ucb", **options)
     assert policy.fit_strategy == "warm-newton"
     results = drive(policy, 20)
@@ -379,6 +459,7 @@ def test_the_default_rule_is_the_documented_one():
     # docs/design.md and docs/results/fit_speed.json describe these values
     assert RESTART_RULE == RestartRule(
         method="l-bfgs-b",
+        every_fit_size=96,
         shortest_period=3,
         period_fraction=0.1,
         longest_period=20,
@@ -399,3 +480,21 @@ def test_a_budget_cuts_the_newton_fit_between_evaluations_and_keeps_the_history(
     assert cut["where"] == deadline.FIT and cut["ordinal"] == 2
     assert policy.hyperparameters == hyperparameters
     assert policy._fit_history == history
+
+
+def test_the_evaluation_cost_benchmark_times_each_kind_at_each_size():
+    # benchmarks/fit_evaluation_cost.py: where the fit's NumPy evaluations pay
+    repository = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [
+            sys.executable, "benchmarks/fit_evaluation_cost.py", "--sizes", "6", "10",
+            "--rounds", "1", "--repeats", "2",
+        ],
+        cwd=repository, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert [row["n"] for row in report["rows"]] == [8, 12]  # two more: the prepared iterations
+    for row in report["rows"]:
+        for kind in ("torch_gradient", "numpy_gradient", "torch_hessian", "numpy_hessian"):
+            assert 0 < row[f"{kind}_seconds"] < 1
+    assert report["machine"]["threads"] == 1

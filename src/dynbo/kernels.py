@@ -127,8 +127,11 @@ def correlation_and_scale_derivative(
     ``r^2 exp(-r^2/2)`` (SE), ``r exp(-r)`` (Matern-1/2), ``3 r^2 exp(-sqrt(3) r)``
     (Matern-3/2) and ``(5/3) r^2 (1 + sqrt(5) r) exp(-sqrt(5) r)`` (Matern-5/2).
     Written with in-place operations: on (n, n) matrices this runs once per likelihood
-    evaluation, and every fresh n^2 buffer costs more than the arithmetic.
+    evaluation, and every fresh n^2 buffer costs more than the arithmetic. A NumPy array
+    ``r`` gets NumPy arrays back (:func:`_correlation_and_scale_derivative_np`).
     """
+    if isinstance(r, np.ndarray):
+        return _correlation_and_scale_derivative_np(as_family(family), r)
     fam = as_family(family)
     if fam is Family.SE:
         half_square = r * r
@@ -150,6 +153,44 @@ def correlation_and_scale_derivative(
     return value, derivative.addcmul_(derivative, s)
 
 
+def _correlation_and_scale_derivative_np(
+    fam: Family, r: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`correlation_and_scale_derivative` in NumPy, the same formulas in the same
+    order: the fit's CPU evaluations of small datasets, where a NumPy operation costs a
+    fraction of a torch one's fixed overhead (``benchmarks/fit_evaluation_cost.py``)."""
+    if fam is Family.SE:
+        half_square = r * r
+        half_square *= 0.5
+        value = np.negative(half_square)
+        np.exp(value, out=value)
+        half_square *= 2.0
+        half_square *= value
+        return value, half_square
+    if fam is Family.MATERN12:
+        value = np.negative(r)
+        np.exp(value, out=value)
+        return value, r * value
+    s = r * (math.sqrt(3.0) if fam is Family.MATERN32 else math.sqrt(5.0))
+    e = np.negative(s)
+    np.exp(e, out=e)
+    if fam is Family.MATERN32:
+        value = s + 1.0
+        value *= e
+        s *= s
+        s *= e
+        return value, s
+    square_third = s * s
+    square_third *= 1.0 / 3.0
+    value = square_third + s
+    value += 1.0
+    value *= e
+    derivative = square_third
+    derivative *= e
+    derivative += derivative * s
+    return value, derivative
+
+
 def correlation_and_scale_derivatives(
     family: FamilyLike, r: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -159,19 +200,30 @@ def correlation_and_scale_derivatives(
     The second derivative is what the marginal likelihood's analytic Hessian needs:
     ``(r^2 - 2) g`` (SE), ``(r - 1) g`` (Matern-1/2), ``(s - 2) g`` with ``s = sqrt(3) r``
     (Matern-3/2) and ``(s^2 - 2 s - 2) g / (1 + s)`` with ``s = sqrt(5) r`` (Matern-5/2),
-    ``g`` being the first (see :func:`correlation_and_scale_derivative`).
+    ``g`` being the first (see :func:`correlation_and_scale_derivative`). NumPy arrays
+    ``r`` get NumPy arrays back.
     """
     fam = as_family(family)
     value, first = correlation_and_scale_derivative(fam, r)
+    # in-place operators: the same for torch tensors and NumPy arrays
     if fam is Family.SE:
-        second = (r * r).sub_(2.0).mul_(first)
+        second = r * r
+        second -= 2.0
     elif fam is Family.MATERN12:
-        second = (r - 1.0).mul_(first)
+        second = r - 1.0
     elif fam is Family.MATERN32:
-        second = (r * math.sqrt(3.0)).sub_(2.0).mul_(first)
+        second = r * math.sqrt(3.0)
+        second -= 2.0
     else:
         s = r * math.sqrt(5.0)
-        second = (s * s).sub_(s, alpha=2.0).sub_(2.0).mul_(first).div_(s.add_(1.0))
+        second = s * s
+        second -= 2.0 * s
+        second -= 2.0
+        second *= first
+        s += 1.0
+        second /= s
+        return value, first, second
+    second *= first
     return value, first, second
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import scipy.optimize
 import torch
 
@@ -62,6 +63,19 @@ _NEWTON_TOLERANCE = 1e-10
 #: quadratic model is trusted that far, so a flat direction cannot throw a lengthscale
 #: across its whole box in one step
 _NEWTON_LONGEST_STEP = 2.0
+#: a matrix of the evaluations: a torch tensor, or a NumPy array (see _evaluate_numpy)
+_Matrix = torch.Tensor | np.ndarray
+#: LAPACK's Cholesky factorization and solve of float64 matrices, called directly
+#: (scipy.linalg's wrappers check their input, which costs more than the factorization of
+#: a small matrix)
+_POTRF, _POTRS = scipy.linalg.lapack.get_lapack_funcs(("potrf", "potrs"), dtype=np.float64)
+#: value-and-gradient evaluations of at most this many observations run in NumPy on a CPU
+#: (see ``NegativeLogMarginalLikelihood._evaluate_numpy``): there a NumPy operation costs
+#: a fraction of a torch one's fixed overhead, and OpenBLAS runs a factorization of fewer
+#: than 10^4 entries on one thread. Beyond, it may wake its other threads for each call,
+#: which on a loaded 2-CPU machine cost 8 ms per evaluation at n = 112 against 1 ms in torch
+#: (``benchmarks/fit_evaluation_cost.py``); torch's own elementwise passes are as fast.
+_NUMPY_LARGEST = 96
 #: sufficient decrease of the projected backtracking line search (Armijo)
 _ARMIJO = 1e-4
 _BACKTRACKS = 30
@@ -232,6 +246,15 @@ class NegativeLogMarginalLikelihood:
         # theta's bytes -> (value, gradient, Hessian or None)
         self._memo: dict[bytes, tuple[float, np.ndarray, np.ndarray | None]] = {}
         self._last_factor: tuple[bytes, torch.Tensor] | None = None
+        # the fixed values and each free name's position in theta (see _values)
+        self._layout: tuple[dict, dict] | None = None
+        # value-and-gradient evaluations in NumPy (CPU, float64, small; see _evaluate_numpy)
+        self._numpy = (
+            self._y.device.type == "cpu"
+            and self._y.dtype == torch.float64
+            and self._y.shape[0] <= _NUMPY_LARGEST
+        )
+        self._arrays: dict[str, np.ndarray | None] | None = None
 
     # -------------------------------------------------------------- packing
     def _slots(self) -> list[tuple[str, int]]:
@@ -288,6 +311,33 @@ class NegativeLogMarginalLikelihood:
             noise=values.get("noise", b.noise),  # type: ignore[arg-type]
         ).for_kernel(self.kernel)
 
+    def _values(self, theta: np.ndarray) -> _Values:
+        """The numbers :meth:`unpack` puts in its :class:`Hyperparameters`, without building
+        (and validating) one: that costs as much as the arithmetic of a small evaluation."""
+        if self._layout is None:
+            base = self.base.for_kernel(self.kernel)
+            fixed = {
+                "outputscale": base.outputscale,
+                "lengthscale_space": base.lengthscale_space,
+                "lengthscale_time": base.lengthscale_time,
+                "noise": base.noise,
+            }
+            slots, i = {}, 0
+            for name, k in self._slots():
+                slots[name] = (i, k)
+                i += k
+            self._layout = (fixed, slots)
+        fixed, slots = self._layout
+        values = np.exp(np.asarray(theta, dtype=float)).tolist()
+        out = {}
+        for name, default in fixed.items():
+            if name not in slots:
+                out[name] = default
+                continue
+            i, k = slots[name]
+            out[name] = tuple(values[i : i + k]) if name == "lengthscale_space" else values[i]
+        return _Values(**out)
+
     def bounds(self, bounds: HyperparameterBounds) -> list[tuple[float, float]]:
         """Log-space bounds matching :meth:`pack`."""
         out = []
@@ -325,7 +375,7 @@ class NegativeLogMarginalLikelihood:
 
     def factor_at(self, theta: np.ndarray) -> torch.Tensor | None:
         """The lower Cholesky factor ``(n, n)`` of ``Delta`` at ``theta`` if the last
-        evaluation computed it there without jitter, else ``None``."""
+        evaluation computed it there in torch without jitter, else ``None``."""
         key = np.asarray(theta, dtype=float).tobytes()
         if self._last_factor is None or self._last_factor[0] != key:
             return None
@@ -369,43 +419,26 @@ class NegativeLogMarginalLikelihood:
     def _evaluate(
         self, theta: np.ndarray, with_hessian: bool = False
     ) -> tuple[float, np.ndarray, np.ndarray | None]:
-        h = self.unpack(theta)
+        """Value, gradient and (if asked) Hessian at ``theta``: every evaluation passes
+        here. Those of a small dataset on a CPU are computed in NumPy
+        (:meth:`_evaluate_numpy`), the others in torch (:meth:`_evaluate_torch`)."""
+        if self._numpy:
+            evaluated = self._evaluate_numpy(theta, with_hessian)
+            if evaluated is not None:
+                return evaluated
+        return self._evaluate_torch(theta, with_hessian)
+
+    def _evaluate_torch(
+        self, theta: np.ndarray, with_hessian: bool = False
+    ) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and (if asked) Hessian at ``theta``, in torch (any device)."""
+        h = self._values(theta)
         y = self._y
-        dtype, device = y.dtype, y.device
         n = y.shape[0]
-        ls = torch.tensor(h.lengthscale_space, dtype=dtype, device=device)
-        scaled = r = None
-        # second derivatives in log l only where a Hessian is asked for
-        d2corr_s = d2corr_t = None
-        if self._arm_corr is not None:
-            corr_s, dcorr_s = self._arm_corr, None
-        else:
-            if self.kernel.ard:
-                scaled = self._sq / (ls * ls)
-                r = scaled.sum(-1).clamp_min_(1e-30).sqrt_()
-            else:
-                r = (self._sq / (ls[0] * ls[0])).clamp_min_(1e-30).sqrt_()
-            if with_hessian:
-                corr_s, dcorr_s, d2corr_s = correlation_and_scale_derivatives(
-                    self.kernel.spatial, r
-                )
-            else:
-                corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
-        if self._dt is not None:
-            assert self.kernel.temporal is not None and h.lengthscale_time is not None
-            if with_hessian:
-                corr_t, dcorr_t, d2corr_t = self.kernel.temporal_factor_and_scale_derivatives(
-                    self._dt / h.lengthscale_time
-                )
-            else:
-                corr_t, dcorr_t = self.kernel.temporal_factor_and_scale_derivative(
-                    self._dt / h.lengthscale_time
-                )
-            signal = corr_s * corr_t
-        else:
-            corr_t = dcorr_t = None
-            signal = corr_s.clone()
-        signal.mul_(h.outputscale)
+        kernel = self._kernel_parts(
+            h, {"sq": self._sq, "dt": self._dt, "arm_corr": self._arm_corr}, with_hessian
+        )
+        signal = kernel["signal"]
         noise = h.noise * self._noise_scale
         delta = signal.clone()
         delta.diagonal().add_(noise)
@@ -433,52 +466,95 @@ class NegativeLogMarginalLikelihood:
             if with_hessian
             else inverse.addr_(alpha, alpha, alpha=-1.0)
         )
+        parts = _EvaluationParts(
+            outputscale=h.outputscale,
+            noise=noise,
+            jitter=jitter,
+            inverse=inverse,
+            w=w,
+            alpha=alpha,
+            **kernel,
+        )
+        return self._derivatives(theta, value, parts, with_hessian)
 
-        def inner(a: torch.Tensor, b: torch.Tensor) -> float:
-            return float(torch.dot(a.reshape(-1), b.reshape(-1)))
-
-        lam = h.outputscale
-        grads: list[float] = []
-        for name, _ in self._slots():
-            if name == "outputscale":
-                grads.append(0.5 * inner(w, signal))
-            elif name == "noise":
-                grads.append(0.5 * float((w.diagonal() * noise).sum()))
-            elif name == "lengthscale_time":
-                assert dcorr_t is not None
-                grads.append(0.5 * lam * inner(w * corr_s, dcorr_t))
-            elif dcorr_s is None:
-                raise AssertionError("a given arm covariance has no spatial lengthscale")
-            elif self.kernel.ard:
-                # d r / d log l_j = -(diff_j / l_j)^2 / r, and -r k'(r) is what we have
-                chain = w * dcorr_s if corr_t is None else (w * corr_t).mul_(dcorr_s)
-                chain.div_(r).div_(r)
-                grads.extend((0.5 * lam * torch.einsum("ij,ijk->k", chain, scaled)).tolist())
+    def _kernel_parts(
+        self, h: _Values, inputs: Mapping[str, _Matrix | None], with_hessian: bool
+    ) -> dict[str, _Matrix | None]:
+        """The signal ``lambda k_S k_T`` ``(n, n)``, its factors with their first and (if
+        asked) second derivatives in ``log l``, the scaled distances ``r`` and (ARD) the
+        per-dimension squared scaled differences, from the fixed ``inputs`` (``sq``,
+        ``dt``, ``arm_corr``): the same operations on torch tensors and NumPy arrays."""
+        sq, dt, arm_corr = inputs["sq"], inputs["dt"], inputs["arm_corr"]
+        in_numpy = isinstance(sq if arm_corr is None else arm_corr, np.ndarray)
+        scaled = r = None
+        # second derivatives in log l only where a Hessian is asked for
+        d2corr_s = d2corr_t = None
+        if arm_corr is not None:
+            corr_s, dcorr_s = arm_corr, None
+        else:
+            assert sq is not None
+            if self.kernel.ard:
+                if in_numpy:
+                    ls = np.asarray(h.lengthscale_space)
+                else:
+                    ls = torch.tensor(h.lengthscale_space, dtype=sq.dtype, device=sq.device)
+                scaled = sq / (ls * ls)
+                r = scaled.sum(-1)
             else:
-                weights = w if corr_t is None else w * corr_t
-                grads.append(0.5 * lam * inner(weights, dcorr_s))
-        gradient = np.asarray(grads, dtype=float)
-        hessian = None
-        if with_hessian:
-            hessian = self._likelihood_hessian(
-                _HessianParts(
-                    outputscale=lam,
-                    noise=noise,
-                    jitter=jitter,
-                    signal=signal,
-                    inverse=inverse,
-                    w=w,
-                    alpha=alpha,
-                    corr_s=corr_s,
-                    dcorr_s=dcorr_s,
-                    d2corr_s=d2corr_s,
-                    corr_t=corr_t,
-                    dcorr_t=dcorr_t,
-                    d2corr_t=d2corr_t,
-                    r=r,
-                    scaled=scaled,
+                # a Python float divides bitwise as a 0-d tensor does (tested)
+                (l_s,) = h.lengthscale_space
+                r = sq / (l_s * l_s)
+            if in_numpy:
+                np.maximum(r, 1e-30, out=r)
+                np.sqrt(r, out=r)
+            else:
+                r.clamp_min_(1e-30).sqrt_()
+            if with_hessian:
+                corr_s, dcorr_s, d2corr_s = correlation_and_scale_derivatives(
+                    self.kernel.spatial, r
                 )
-            )
+            else:
+                corr_s, dcorr_s = correlation_and_scale_derivative(self.kernel.spatial, r)
+        if dt is not None:
+            assert self.kernel.temporal is not None and h.lengthscale_time is not None
+            if with_hessian:
+                corr_t, dcorr_t, d2corr_t = self.kernel.temporal_factor_and_scale_derivatives(
+                    dt / h.lengthscale_time
+                )
+            else:
+                corr_t, dcorr_t = self.kernel.temporal_factor_and_scale_derivative(
+                    dt / h.lengthscale_time
+                )
+            signal = corr_s * corr_t
+        else:
+            corr_t = dcorr_t = None
+            signal = corr_s.copy() if in_numpy else corr_s.clone()
+        signal *= h.outputscale
+        return {
+            "signal": signal,
+            "corr_s": corr_s,
+            "dcorr_s": dcorr_s,
+            "d2corr_s": d2corr_s,
+            "corr_t": corr_t,
+            "dcorr_t": dcorr_t,
+            "d2corr_t": d2corr_t,
+            "r": r,
+            "scaled": scaled,
+        }
+
+    def _derivatives(
+        self, theta: np.ndarray, value: float, parts: _EvaluationParts, with_hessian: bool
+    ) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and (if asked) Hessian with the priors' terms, from what an
+        evaluation computed (``value``: the likelihood's)."""
+        gradient = self._likelihood_gradient(parts)
+        hessian = self._likelihood_hessian(parts) if with_hessian else None
+        return self._with_priors(theta, value, gradient, hessian)
+
+    def _with_priors(
+        self, theta: np.ndarray, value: float, gradient: np.ndarray, hessian: np.ndarray | None
+    ) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """The likelihood's value, gradient and Hessian (if any) plus the priors' terms."""
         if self.priors:
             i = 0
             for name, k in self._slots():
@@ -494,9 +570,108 @@ class NegativeLogMarginalLikelihood:
                 i += k
         return value, gradient, hessian
 
+    def _likelihood_gradient(self, parts: _EvaluationParts) -> np.ndarray:
+        """``(p,)`` the gradient of ``-log p(y_std | theta)``: ``(1/2) <W, dDelta/dtheta>``
+        per free parameter, each a dot product of flattened ``(n, n)`` matrices (no product
+        matrix is formed). Torch tensors or NumPy arrays alike (:meth:`_evaluate_torch`,
+        :meth:`_evaluate_numpy`)."""
+        lam, w, noise, r, scaled = parts.outputscale, parts.w, parts.noise, parts.r, parts.scaled
+        corr_s, dcorr_s, corr_t, dcorr_t = parts.corr_s, parts.dcorr_s, parts.corr_t, parts.dcorr_t
+        inner = _inner
+        einsum = np.einsum if isinstance(w, np.ndarray) else torch.einsum
+        grads: list[float] = []
+        for name, _ in self._slots():
+            if name == "outputscale":
+                grads.append(0.5 * inner(w, parts.signal))
+            elif name == "noise":
+                grads.append(0.5 * float((w.diagonal() * noise).sum()))
+            elif name == "lengthscale_time":
+                assert dcorr_t is not None
+                grads.append(0.5 * lam * inner(w * corr_s, dcorr_t))
+            elif dcorr_s is None:
+                raise AssertionError("a given arm covariance has no spatial lengthscale")
+            elif self.kernel.ard:
+                # d r / d log l_j = -(diff_j / l_j)^2 / r, and -r k'(r) is what we have
+                if corr_t is None:
+                    chain = w * dcorr_s
+                else:
+                    chain = w * corr_t
+                    chain *= dcorr_s
+                chain /= r
+                chain /= r
+                grads.extend((0.5 * lam * einsum("ij,ijk->k", chain, scaled)).tolist())
+            else:
+                weights = w if corr_t is None else w * corr_t
+                grads.append(0.5 * lam * inner(weights, dcorr_s))
+        return np.asarray(grads, dtype=float)
+
+    def _evaluate_numpy(
+        self, theta: np.ndarray, with_hessian: bool = False
+    ) -> tuple[float, np.ndarray, np.ndarray | None] | None:
+        """Value, gradient and (if asked) Hessian, as :meth:`_evaluate_torch` computes
+        them, in NumPy and SciPy's LAPACK: on a CPU a NumPy operation on a small matrix
+        costs a fraction of a torch operation's fixed overhead, which is most of an
+        evaluation's cost below ~100 observations (:data:`_NUMPY_LARGEST`;
+        ``benchmarks/fit_evaluation_cost.py``). The same formulas in the same order (the
+        gradient and the Hessian are the torch path's own code, on arrays); the results
+        differ from the torch ones by rounding (the exponential and LAPACK are other
+        implementations). ``None`` where ``Delta`` is not positive definite to working
+        precision: :meth:`_evaluate_torch` then adds the jitter."""
+        arrays = self._numpy_arrays()
+        h = self._values(theta)
+        y = arrays["y"]
+        n = y.shape[0]
+        kernel = self._kernel_parts(h, arrays, with_hessian)
+        noise = h.noise * arrays["noise_scale"]
+        delta = kernel["signal"].copy()
+        delta.flat[:: n + 1] += noise
+        # a symmetric row-major matrix is its own column-major transpose: LAPACK works on
+        # it in place, without a copy
+        factor, info = _POTRF(delta.T, lower=1, clean=1, overwrite_a=1)
+        if info != 0:
+            return None
+        alpha, _ = _POTRS(factor, y, lower=1)
+        value = 0.5 * float(y @ alpha) + float(np.log(factor.diagonal()).sum())
+        value += 0.5 * n * math.log(2 * math.pi)
+        # Delta^{-1} by solving against the identity: POTRI's result depends on how many
+        # threads OpenBLAS runs (even at n = 17), a solve's column by column does not; its
+        # lower triangle mirrored, row-major like every other matrix here
+        solved = _POTRS(factor, arrays["identity"], lower=1)[0].T
+        inverse = np.tril(solved)
+        inverse += np.tril(solved, -1).T
+        # not handed to the GP (factor_at): its own factorization is torch's, which LAPACK's
+        # here differs from by rounding, and a policy restored from its state, which
+        # factorizes in torch, must predict exactly as the live one (a small matrix's
+        # factorization costs microseconds)
+        self._last_factor = None
+        parts = _EvaluationParts(
+            outputscale=h.outputscale,
+            noise=noise,
+            jitter=0.0,
+            inverse=inverse,
+            w=inverse - np.outer(alpha, alpha),
+            alpha=alpha,
+            **kernel,
+        )
+        return self._derivatives(theta, value, parts, with_hessian)
+
+    def _numpy_arrays(self) -> dict[str, np.ndarray | None]:
+        """The fixed inputs of :meth:`_evaluate_numpy` as NumPy arrays (made once)."""
+        if self._arrays is None:
+            as_array = lambda t: None if t is None else t.numpy()  # noqa: E731
+            self._arrays = {
+                "y": as_array(self._y),
+                "noise_scale": as_array(self._noise_scale),
+                "sq": as_array(self._sq),
+                "dt": as_array(self._dt),
+                "arm_corr": as_array(self._arm_corr),
+                "identity": np.eye(self._y.shape[0], order="F"),
+            }
+        return self._arrays
+
     @staticmethod
     def _trace_products(
-        parts: _HessianParts,
+        parts: _EvaluationParts,
         names: list[tuple[str, int]],
         derivatives: list[torch.Tensor | None],
     ) -> np.ndarray:
@@ -544,7 +719,7 @@ class NegativeLogMarginalLikelihood:
             for a in range(b + 1):
                 name_a, name_b = names[a][0], names[b][0]
                 if a in dense and transposed is not None:
-                    value = float(torch.dot(dense[a].reshape(-1), transposed))
+                    value = _inner(dense[a], transposed)
                 elif name_a == name_b == "noise":
                     value = pair(noise, noise)
                 elif a in dense or b in dense:
@@ -555,7 +730,7 @@ class NegativeLogMarginalLikelihood:
                 traces[a, b] = traces[b, a] = value
         return traces
 
-    def _likelihood_hessian(self, parts: _HessianParts) -> np.ndarray:
+    def _likelihood_hessian(self, parts: _EvaluationParts) -> np.ndarray:
         """Hessian of ``-log p(y_std | theta)`` in the free log-parameters (see
         :meth:`with_hessian`); ``(p, p)``.
 
@@ -570,10 +745,7 @@ class NegativeLogMarginalLikelihood:
         """
         lam, w, inverse = parts.outputscale, parts.w, parts.inverse
         corr_t, dcorr_t = parts.corr_t, parts.dcorr_t
-
-        def inner(a: torch.Tensor, b: torch.Tensor) -> float:
-            return float(torch.dot(a.reshape(-1), b.reshape(-1)))
-
+        inner = _inner
         # dense dDelta_a (None for the noise), slot name and ARD dimension per parameter
         derivatives: list[torch.Tensor | None] = []
         names: list[tuple[str, int]] = []
@@ -591,7 +763,7 @@ class NegativeLogMarginalLikelihood:
                 base = parts.dcorr_s * lam if corr_t is None else parts.dcorr_s * corr_t * lam
                 if self.kernel.ard:
                     assert parts.scaled is not None
-                    shares = parts.scaled / (parts.r * parts.r).unsqueeze(-1)
+                    shares = parts.scaled / (parts.r * parts.r)[..., None]
                     derivatives.extend(base * shares[..., j] for j in range(k))
                 else:
                     derivatives.append(base)
@@ -604,8 +776,8 @@ class NegativeLogMarginalLikelihood:
             else:
                 assert derivative is not None
                 moved.append(derivative @ parts.alpha)
-        stacked = torch.stack(moved, dim=1)
-        data_term = (stacked.T @ (inverse @ stacked)).cpu().numpy()
+        stacked = np.stack(moved, axis=1) if isinstance(w, np.ndarray) else torch.stack(moved, 1)
+        data_term = _host(stacked.T @ (inverse @ stacked))
         trace_term = self._trace_products(parts, names, derivatives)
         # <W, d^2 Delta / d theta_a d theta_b>
         second = np.zeros((p, p))
@@ -637,46 +809,74 @@ class NegativeLogMarginalLikelihood:
             else:
                 d = len(spatial)
                 curvature = parts.d2corr_s + 2.0 * parts.dcorr_s
-                weights = w * curvature if corr_t is None else (w * corr_t).mul_(curvature)
+                if corr_t is None:
+                    weights = w * curvature
+                else:
+                    weights = w * corr_t
+                    weights *= curvature
                 flat = shares.reshape(-1, d)
-                block = (flat * weights.reshape(-1, 1)).T @ flat
-                block = lam * block.cpu().numpy()
+                block = lam * _host((flat * weights.reshape(-1, 1)).T @ flat)
                 for jj, i in enumerate(spatial):
                     block[jj, jj] -= 2.0 * inner(w, derivatives[i])  # type: ignore[arg-type]
                 second[np.ix_(spatial, spatial)] = block
                 if time_index is not None:
                     assert dcorr_t is not None
-                    cross = (w * dcorr_t).mul_(parts.dcorr_s).reshape(-1, 1)
-                    column = lam * ((flat * cross).sum(0)).cpu().numpy()
+                    cross = w * dcorr_t
+                    cross *= parts.dcorr_s
+                    column = lam * _host((flat * cross.reshape(-1, 1)).sum(0))
                     second[spatial, time_index] = column
                     second[time_index, spatial] = column
         hessian = 0.5 * second - 0.5 * trace_term + data_term
         return 0.5 * (hessian + hessian.T)
 
 
+def _inner(a: _Matrix, b: _Matrix) -> float:
+    """``<a, b>``: the dot product of two matrices flattened, torch or NumPy."""
+    if isinstance(a, np.ndarray):
+        return float(np.dot(a.reshape(-1), b.reshape(-1)))
+    return float(torch.dot(a.reshape(-1), b.reshape(-1)))
+
+
+def _host(x: _Matrix) -> np.ndarray:
+    """``x`` as a NumPy array on the host (a tensor copied from its device)."""
+    return x if isinstance(x, np.ndarray) else x.cpu().numpy()
+
+
 @dataclass(frozen=True)
-class _HessianParts:
-    """What one evaluation computed that :meth:`NegativeLogMarginalLikelihood._likelihood_hessian`
-    reads: the scale, the noise diagonal ``(n,)`` and jitter, the signal, ``Delta^{-1}`` and ``W``
-    ``(n, n)``, ``alpha`` ``(n,)``, the spatial and temporal factors with their first and second
-    ``log l`` derivatives, the scaled distances ``r`` and (ARD) the per-dimension squared scaled
-    differences ``(n, n, d)``."""
+class _Values:
+    """The hyperparameters at one ``theta`` as plain numbers (see
+    :meth:`NegativeLogMarginalLikelihood._values`)."""
 
     outputscale: float
-    noise: torch.Tensor
+    lengthscale_space: tuple[float, ...]
+    lengthscale_time: float | None
+    noise: float
+
+
+@dataclass(frozen=True)
+class _EvaluationParts:
+    """What one evaluation computed that the gradient and the Hessian read
+    (:meth:`NegativeLogMarginalLikelihood._derivatives`), torch tensors or NumPy arrays:
+    the scale, the noise diagonal ``(n,)`` and jitter, the signal, ``Delta^{-1}`` and
+    ``W`` ``(n, n)``, ``alpha`` ``(n,)``, the spatial and temporal factors with their first
+    and second ``log l`` derivatives, the scaled distances ``r`` and (ARD) the
+    per-dimension squared scaled differences ``(n, n, d)``."""
+
+    outputscale: float
+    noise: _Matrix
     jitter: float
-    signal: torch.Tensor
-    inverse: torch.Tensor
-    w: torch.Tensor
-    alpha: torch.Tensor
-    corr_s: torch.Tensor
-    dcorr_s: torch.Tensor | None
-    d2corr_s: torch.Tensor | None
-    corr_t: torch.Tensor | None
-    dcorr_t: torch.Tensor | None
-    d2corr_t: torch.Tensor | None
-    r: torch.Tensor | None
-    scaled: torch.Tensor | None
+    signal: _Matrix
+    inverse: _Matrix
+    w: _Matrix
+    alpha: _Matrix
+    corr_s: _Matrix
+    dcorr_s: _Matrix | None
+    d2corr_s: _Matrix | None
+    corr_t: _Matrix | None
+    dcorr_t: _Matrix | None
+    d2corr_t: _Matrix | None
+    r: _Matrix | None
+    scaled: _Matrix | None
 
 
 def _negative_log_prior_curvature(prior: tuple, log_values: np.ndarray) -> np.ndarray:

@@ -247,7 +247,7 @@ class KernelSpec:
         :func:`dynbo.kernels.correlation_and_scale_derivatives`.
         """
         if self.temporal == WIENER:
-            return 1.0 + scaled, -scaled, scaled.clone()
+            return 1.0 + scaled, -scaled, scaled * 1.0  # a copy, of a tensor or an array
         assert self.temporal is not None
         return correlation_and_scale_derivatives(self.temporal, scaled)
 

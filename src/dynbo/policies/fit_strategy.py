@@ -142,6 +142,12 @@ class RestartRule:
     Before the fit (:meth:`before_fit`):
 
     - there is no history: the first fit, or a state saved before the rule existed;
+    - the dataset has at most ``every_fit_size`` observations: below that size a
+      likelihood evaluation costs mostly its fixed part (Python, allocations, library
+      calls), not arithmetic, so the fresh search costs the same few milliseconds at every
+      such size, while the basins of small datasets come and go from one observation to
+      the next (``benchmarks/fit_evaluation_cost.py`` measures where the arithmetic
+      equals the fixed part);
     - :meth:`period` fits have passed since the last fresh start: ``period_fraction`` of
       the dataset size, at least ``shortest_period`` and at most ``longest_period`` (a new
       basin appears as the data change, and one observation changes a large dataset less);
@@ -164,6 +170,7 @@ class RestartRule:
         method: the local search from the fresh values (:data:`~dynbo.models.fit.FIT_METHODS`):
             L-BFGS-B, the two-start fit's own, so that a restart finds the basin the
             two-start fit would find (Newton from the same start may end in another).
+        every_fit_size: up to this many observations the fresh start runs at every fit.
         shortest_period, period_fraction, longest_period: the fits between two fresh
             starts (:meth:`period`).
         size_change: relative change of the dataset size that forces a fresh start.
@@ -173,6 +180,7 @@ class RestartRule:
     """
 
     method: str = "l-bfgs-b"
+    every_fit_size: int = 96
     shortest_period: int = 3
     period_fraction: float = 0.1
     longest_period: int = 20
@@ -189,6 +197,8 @@ class RestartRule:
         """Why the fresh start must run whatever the warm start finds (``None``: it need not)."""
         if history is None:
             return "no fit history"
+        if size <= self.every_fit_size:
+            return f"at most {self.every_fit_size} observations"
         period = self.period(size)
         if history.fits_since_fresh + 1 >= period:
             return f"{period} fits since the last fresh start"
