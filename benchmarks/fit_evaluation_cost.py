@@ -6,8 +6,9 @@ part (Python, one tensor allocation or library call after another: the same at e
 size) plus arithmetic that grows as ``n^2`` (the elementwise passes) and ``n^3`` (the
 Cholesky factorization and the inverse). On small datasets the fixed part is most of
 it, and a torch operation's fixed part is several times a NumPy one's: the fit therefore
-evaluates value and gradient in NumPy up to ``_NUMPY_LARGEST`` observations on a CPU
-(``dynbo.models.fit``). This script measures the three evaluations at each size:
+evaluates in NumPy on a CPU up to ``_NUMPY_LARGEST`` observations (value and gradient)
+and ``_NUMPY_HESSIAN_LARGEST`` (with the Hessian; ``dynbo.models.fit``). This script
+measures the four evaluations at each size:
 
 - ``torch_gradient_seconds``: value and gradient in torch (``_evaluate_torch``; what
   L-BFGS-B asks for);
@@ -24,8 +25,9 @@ each round (the machine's speed drifts over minutes), ``--repeats`` evaluations 
 kind and round after one warm-up; each field is the median over all of them.
 
 ``--threads`` pins the BLAS and OpenMP pools (OpenBLAS's too, which SciPy's LAPACK
-uses): with more than one, OpenBLAS may run a factorization of 10^4 entries or more on
-several threads, which is what ``_NUMPY_LARGEST`` keeps the fit below.
+uses): with more than one, OpenBLAS runs the factorization, the solves and the
+Hessian's matrix products of larger matrices on several threads, whose wake-up costs
+more than the evaluation on a loaded machine; the two limits keep the fit below.
 
     python benchmarks/fit_evaluation_cost.py [--threads 1] [--rounds 5] [--repeats 20]
         [--output docs/results/fit_evaluation_cost.json]
@@ -123,6 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
         "arguments": vars(args),
         "kernel": "W-DBO's default (Matern-5/2 in space, Matern-3/2 in time, d = 3), its priors",
         "numpy_largest": fit_module._NUMPY_LARGEST,
+        "numpy_hessian_largest": fit_module._NUMPY_HESSIAN_LARGEST,
         "rows": rows,
         "script_seconds": time.perf_counter() - script_start,
         "machine": machine_record(args.threads, load_before),

@@ -136,7 +136,7 @@ def test_the_numpy_evaluation_is_the_torch_one(spatial, temporal, ard, fixed, pr
 
 
 def test_the_numpy_evaluation_leaves_jitter_and_large_datasets_to_torch():
-    from dynbo.models.fit import _NUMPY_LARGEST
+    from dynbo.models.fit import _NUMPY_HESSIAN_LARGEST, _NUMPY_LARGEST
 
     # two observations at one point, a noise of 1e-26: Delta is singular to working
     # precision, NumPy gives up and the torch evaluation adds the jitter
@@ -149,12 +149,17 @@ def test_the_numpy_evaluation_leaves_jitter_and_large_datasets_to_torch():
     value, _ = objective(theta)
     assert math.isfinite(value) and objective.max_jitter > 0
     assert objective.factor_at(theta) is None  # a jittered factor is not the GP's
-    # beyond _NUMPY_LARGEST observations the evaluations stay in torch
-    for size, numpy in ((_NUMPY_LARGEST, True), (_NUMPY_LARGEST + 1, False)):
-        assert (
-            NegativeLogMarginalLikelihood(objective_of("matern52", "matern32", False, size))._numpy
-            is numpy
-        )
+    # beyond _NUMPY_LARGEST observations (with the Hessian: _NUMPY_HESSIAN_LARGEST) the
+    # evaluations stay in torch
+    for size in (_NUMPY_HESSIAN_LARGEST, _NUMPY_HESSIAN_LARGEST + 1, _NUMPY_LARGEST + 1):
+        objective = NegativeLogMarginalLikelihood(objective_of("matern52", "matern32", False, size))
+        used = []
+        objective._evaluate_numpy = lambda theta, with_hessian=False: used.append(with_hessian)
+        theta = objective.pack(objective.gp.hyperparameters)
+        objective(theta)
+        objective.with_hessian(theta + 0.1)
+        expected = [False] if size <= _NUMPY_LARGEST else []
+        assert used == expected + ([True] if size <= _NUMPY_HESSIAN_LARGEST else [])
 
 
 def test_an_evaluation_with_the_hessian_counts_once_and_checks_the_deadline_first():

@@ -70,12 +70,17 @@ _Matrix = torch.Tensor | np.ndarray
 #: a small matrix)
 _POTRF, _POTRS = scipy.linalg.lapack.get_lapack_funcs(("potrf", "potrs"), dtype=np.float64)
 #: value-and-gradient evaluations of at most this many observations run in NumPy on a CPU
-#: (see ``NegativeLogMarginalLikelihood._evaluate_numpy``): there a NumPy operation costs
-#: a fraction of a torch one's fixed overhead, and OpenBLAS runs a factorization of fewer
-#: than 10^4 entries on one thread. Beyond, it may wake its other threads for each call,
-#: which on a loaded 2-CPU machine cost 8 ms per evaluation at n = 112 against 1 ms in torch
-#: (``benchmarks/fit_evaluation_cost.py``); torch's own elementwise passes are as fast.
+#: (see ``NegativeLogMarginalLikelihood._evaluate_numpy``), and those with the Hessian of
+#: at most :data:`_NUMPY_HESSIAN_LARGEST`: there a NumPy operation costs a fraction of a
+#: torch one's fixed overhead, and OpenBLAS (NumPy's and SciPy's) runs each call on one
+#: thread. On larger matrices it runs the factorization, the solves and (the Hessian's)
+#: products on several threads if it may, and on a loaded 2-CPU machine waking them cost
+#: 8 ms per evaluation: value and gradient took 8.2 ms at n = 114 against 0.8 ms at 98,
+#: with the Hessian 16 ms at n = 82 against 0.9 ms at 66, with 2 threads
+#: (``benchmarks/fit_evaluation_cost.py --threads 2``). torch's elementwise passes are as
+#: fast there, and its thread pool is the one a run pins.
 _NUMPY_LARGEST = 96
+_NUMPY_HESSIAN_LARGEST = 64
 #: sufficient decrease of the projected backtracking line search (Armijo)
 _ARMIJO = 1e-4
 _BACKTRACKS = 30
@@ -248,12 +253,10 @@ class NegativeLogMarginalLikelihood:
         self._last_factor: tuple[bytes, torch.Tensor] | None = None
         # the fixed values and each free name's position in theta (see _values)
         self._layout: tuple[dict, dict] | None = None
-        # value-and-gradient evaluations in NumPy (CPU, float64, small; see _evaluate_numpy)
-        self._numpy = (
-            self._y.device.type == "cpu"
-            and self._y.dtype == torch.float64
-            and self._y.shape[0] <= _NUMPY_LARGEST
-        )
+        # evaluations in NumPy (CPU, float64, small; see _evaluate_numpy and _NUMPY_LARGEST)
+        in_numpy = self._y.device.type == "cpu" and self._y.dtype == torch.float64
+        self._numpy = in_numpy and self._y.shape[0] <= _NUMPY_LARGEST
+        self._numpy_hessian = in_numpy and self._y.shape[0] <= _NUMPY_HESSIAN_LARGEST
         self._arrays: dict[str, np.ndarray | None] | None = None
 
     # -------------------------------------------------------------- packing
@@ -420,9 +423,9 @@ class NegativeLogMarginalLikelihood:
         self, theta: np.ndarray, with_hessian: bool = False
     ) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (if asked) Hessian at ``theta``: every evaluation passes
-        here. Those of a small dataset on a CPU are computed in NumPy
+        here. Those of a small dataset on a CPU (:data:`_NUMPY_LARGEST`) are computed in NumPy
         (:meth:`_evaluate_numpy`), the others in torch (:meth:`_evaluate_torch`)."""
-        if self._numpy:
+        if self._numpy_hessian if with_hessian else self._numpy:
             evaluated = self._evaluate_numpy(theta, with_hessian)
             if evaluated is not None:
                 return evaluated
@@ -611,7 +614,8 @@ class NegativeLogMarginalLikelihood:
         """Value, gradient and (if asked) Hessian, as :meth:`_evaluate_torch` computes
         them, in NumPy and SciPy's LAPACK: on a CPU a NumPy operation on a small matrix
         costs a fraction of a torch operation's fixed overhead, which is most of an
-        evaluation's cost below ~100 observations (:data:`_NUMPY_LARGEST`;
+        evaluation's cost below ~100 observations (:data:`_NUMPY_LARGEST`,
+        :data:`_NUMPY_HESSIAN_LARGEST`;
         ``benchmarks/fit_evaluation_cost.py``). The same formulas in the same order (the
         gradient and the Hessian are the torch path's own code, on arrays); the results
         differ from the torch ones by rounding (the exponential and LAPACK are other
