@@ -69,16 +69,20 @@ _Matrix = torch.Tensor | np.ndarray
 #: (scipy.linalg's wrappers check their input, which costs more than the factorization of
 #: a small matrix)
 _POTRF, _POTRS = scipy.linalg.lapack.get_lapack_funcs(("potrf", "potrs"), dtype=np.float64)
-#: value-and-gradient evaluations of at most this many observations run in NumPy on a CPU
-#: (see ``NegativeLogMarginalLikelihood._evaluate_numpy``), and those with the Hessian of
-#: at most :data:`_NUMPY_HESSIAN_LARGEST`: there a NumPy operation costs a fraction of a
+#: evaluations of at most this many observations run in NumPy on a CPU (see
+#: ``NegativeLogMarginalLikelihood._evaluate_numpy``), those with the Hessian up to
+#: :data:`_NUMPY_HESSIAN_LARGEST`: there a NumPy operation costs a fraction of a
 #: torch one's fixed overhead, and OpenBLAS (NumPy's and SciPy's) runs each call on one
 #: thread. On larger matrices it runs the factorization, the solves and (the Hessian's)
 #: products on several threads if it may, and on a loaded 2-CPU machine waking them cost
 #: 8 ms per evaluation: value and gradient took 8.2 ms at n = 114 against 0.8 ms at 98,
 #: with the Hessian 16 ms at n = 82 against 0.9 ms at 66, with 2 threads
 #: (``benchmarks/fit_evaluation_cost.py --threads 2``). torch's elementwise passes are as
-#: fast there, and its thread pool is the one a run pins.
+#: fast there, and its thread pool is the one a run pins. (Below these sizes every
+#: OpenBLAS call here runs on one thread, so the results do not depend on the thread
+#: count, which is tested; a dot product of more than 10^4 entries, n >= 101, would be
+#: split between threads. The restart rule's ``every_fit_size`` is the same 96: the
+#: fresh start's L-BFGS-B search is cheap where its evaluations run in NumPy.)
 _NUMPY_LARGEST = 96
 _NUMPY_HESSIAN_LARGEST = 64
 #: sufficient decrease of the projected backtracking line search (Armijo)
@@ -253,7 +257,8 @@ class NegativeLogMarginalLikelihood:
         self._last_factor: tuple[bytes, torch.Tensor] | None = None
         # the fixed values and each free name's position in theta (see _values)
         self._layout: tuple[dict, dict] | None = None
-        # evaluations in NumPy (CPU, float64, small; see _evaluate_numpy and _NUMPY_LARGEST)
+        # evaluations in NumPy, with the Hessian or without (CPU, float64, small; see
+        # _evaluate_numpy and _NUMPY_LARGEST)
         in_numpy = self._y.device.type == "cpu" and self._y.dtype == torch.float64
         self._numpy = in_numpy and self._y.shape[0] <= _NUMPY_LARGEST
         self._numpy_hessian = in_numpy and self._y.shape[0] <= _NUMPY_HESSIAN_LARGEST
@@ -496,17 +501,18 @@ class NegativeLogMarginalLikelihood:
             corr_s, dcorr_s = arm_corr, None
         else:
             assert sq is not None
+            if in_numpy:
+                ls = np.asarray(h.lengthscale_space)
+            else:
+                # a 0-d tensor, not a Python float: on a GPU a division by a host scalar is
+                # a multiplication by its reciprocal, and in float32 the square would be
+                # rounded once instead of twice
+                ls = torch.tensor(h.lengthscale_space, dtype=sq.dtype, device=sq.device)
             if self.kernel.ard:
-                if in_numpy:
-                    ls = np.asarray(h.lengthscale_space)
-                else:
-                    ls = torch.tensor(h.lengthscale_space, dtype=sq.dtype, device=sq.device)
                 scaled = sq / (ls * ls)
                 r = scaled.sum(-1)
             else:
-                # a Python float divides bitwise as a 0-d tensor does (tested)
-                (l_s,) = h.lengthscale_space
-                r = sq / (l_s * l_s)
+                r = sq / (ls[0] * ls[0])
             if in_numpy:
                 np.maximum(r, 1e-30, out=r)
                 np.sqrt(r, out=r)
@@ -615,12 +621,14 @@ class NegativeLogMarginalLikelihood:
         them, in NumPy and SciPy's LAPACK: on a CPU a NumPy operation on a small matrix
         costs a fraction of a torch operation's fixed overhead, which is most of an
         evaluation's cost below ~100 observations (:data:`_NUMPY_LARGEST`,
-        :data:`_NUMPY_HESSIAN_LARGEST`;
-        ``benchmarks/fit_evaluation_cost.py``). The same formulas in the same order (the
-        gradient and the Hessian are the torch path's own code, on arrays); the results
-        differ from the torch ones by rounding (the exponential and LAPACK are other
-        implementations). ``None`` where ``Delta`` is not positive definite to working
-        precision: :meth:`_evaluate_torch` then adds the jitter."""
+        :data:`_NUMPY_HESSIAN_LARGEST`; ``benchmarks/fit_evaluation_cost.py``). The same
+        formulas in the same order (the gradient and the Hessian are the torch path's own
+        code, on arrays); the results differ from the torch ones by rounding (the
+        exponential and LAPACK are other implementations). ``None`` where ``Delta`` is not
+        positive definite to working precision: :meth:`_evaluate_torch` then adds the
+        jitter. (At the edge of positive definiteness one LAPACK may factorize what the
+        other needs jitter for: the GP's own factorization, in torch, then adds jitter
+        that its fit did not.)"""
         arrays = self._numpy_arrays()
         h = self._values(theta)
         y = arrays["y"]

@@ -142,12 +142,12 @@ class RestartRule:
     Before the fit (:meth:`before_fit`):
 
     - there is no history: the first fit, or a state saved before the rule existed;
-    - the dataset has at most ``every_fit_size`` observations: below that size a
-      likelihood evaluation costs mostly its fixed part (Python, allocations, library
-      calls), not arithmetic, so the fresh search costs the same few milliseconds at every
-      such size, while the basins of small datasets come and go from one observation to
-      the next (``benchmarks/fit_evaluation_cost.py`` measures where the arithmetic
-      equals the fixed part);
+    - the dataset has at most ``every_fit_size`` observations: the basins of small
+      datasets come and go from one observation to the next, and there the fresh search
+      is cheap: on a CPU its evaluations run in NumPy
+      (``dynbo.models.fit._NUMPY_LARGEST``, also 96), and a W-DBO iteration with a
+      fresh start at every fit stays within the budget of the 50 ms target at n = 200
+      (docs/design.md); on a GPU the rule is the same;
     - :meth:`period` fits have passed since the last fresh start: ``period_fraction`` of
       the dataset size, at least ``shortest_period`` and at most ``longest_period`` (a new
       basin appears as the data change, and one observation changes a large dataset less);
