@@ -24,7 +24,12 @@ W-DBO's removals and the runs' acquisition search, from the same random state), 
 distance of the two chosen points in the unit box (largest coordinate difference): how
 often the new fit changes what the policy asks for.
 
-    python benchmarks/fit_speed.py [--threads 1] [--output docs/results/fit_speed.json]
+``--every-fit-size N`` replaces the restart rule's ``every_fit_size`` (up to how many
+observations the fresh start runs at every fit) for the runs and the fits: what another
+setting would have given.
+
+    python benchmarks/fit_speed.py [--threads 1] [--seed 0] [--every K] [--every-fit-size N]
+        [--output docs/results/fit_speed.json]
 """
 
 from __future__ import annotations
@@ -48,12 +53,8 @@ from dynbo.benchmarks import suite  # noqa: E402
 from dynbo.harness import Protocol, RunSpec, execute  # noqa: E402
 from dynbo.harness.campaign import DEFAULT_RESPONSE_TIME  # noqa: E402
 from dynbo.models import fit as fit_module  # noqa: E402
-from dynbo.policies import Policy  # noqa: E402
-from dynbo.policies.fit_strategy import (  # noqa: E402
-    DISTINCT_LOG_CHANGE,
-    RESTART_RULE,
-    RUNNER_UP_MARGIN,
-)
+from dynbo.policies import Policy, fit_strategy  # noqa: E402
+from dynbo.policies.fit_strategy import DISTINCT_LOG_CHANGE, RUNNER_UP_MARGIN  # noqa: E402
 from dynbo.policies.records import Diagnostics  # noqa: E402
 
 #: (policy, bolt-suite entry, horizon s, iteration cap, save every k-th iteration): short
@@ -331,7 +332,7 @@ def report(rows: list[dict], seconds: float, threads: int, load_before, argument
         "clock": {"kind": "modeled", "response_time": list(DEFAULT_RESPONSE_TIME)},
         "acquisition_search_of_the_runs": SEARCH,
         "restart_rule": {
-            **dataclasses.asdict(RESTART_RULE),
+            **dataclasses.asdict(fit_strategy.RESTART_RULE),
             "distinct_log_change": DISTINCT_LOG_CHANGE,
             "runner_up_margin": RUNNER_UP_MARGIN,
         },
@@ -406,8 +407,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--every", type=int, default=None, help="keep every k-th iteration (default: RUNS')"
     )
+    parser.add_argument(
+        "--every-fit-size",
+        type=int,
+        default=None,
+        help="the restart rule's every_fit_size for the runs and the fits (default: the rule's)",
+    )
     parser.add_argument("--output", default="docs/results/fit_speed.json")
     args = parser.parse_args(argv)
+    if args.every_fit_size is not None:
+        if args.every_fit_size < 0:
+            parser.error("--every-fit-size must be >= 0")
+        # the rule is read at each fit: the runs that make the states use this one too
+        fit_strategy.RESTART_RULE = dataclasses.replace(
+            fit_strategy.RESTART_RULE, every_fit_size=args.every_fit_size
+        )
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     started = time.perf_counter()
