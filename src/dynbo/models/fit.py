@@ -266,6 +266,11 @@ class NegativeLogMarginalLikelihood:
 
     # -------------------------------------------------------------- packing
     def _slots(self) -> list[tuple[str, int]]:
+        """``(name, count)`` of the free hyperparameters, in :meth:`pack`'s order (fixed at
+        construction; computed once: every evaluation walks it)."""
+        cached = self.__dict__.get("_slot_list")
+        if cached is not None:
+            return cached
         slots = []
         for name in _NAMES:
             if name in self.fixed:
@@ -279,6 +284,7 @@ class NegativeLogMarginalLikelihood:
                     slots.append((name, 1))
             else:
                 slots.append((name, 1))
+        self._slot_list = slots
         return slots
 
     @property
@@ -646,11 +652,12 @@ class NegativeLogMarginalLikelihood:
         value = 0.5 * float(y @ alpha) + float(np.log(factor.diagonal()).sum())
         value += 0.5 * n * math.log(2 * math.pi)
         # Delta^{-1} by solving against the identity: POTRI's result depends on how many
-        # threads OpenBLAS runs (even at n = 17), a solve's column by column does not; its
-        # lower triangle mirrored, row-major like every other matrix here
-        solved = _POTRS(factor, arrays["identity"], lower=1)[0].T
-        inverse = np.tril(solved)
-        inverse += np.tril(solved, -1).T
+        # threads OpenBLAS runs (even at n = 17), a solve's column by column does not. The
+        # solve is symmetric to rounding; the mean with its transpose is exactly so (and
+        # two passes, where mirroring a triangle took several)
+        solved = _POTRS(factor, arrays["identity"], lower=1)[0]
+        inverse = solved.T + solved
+        inverse *= 0.5
         # not handed to the GP (factor_at): its own factorization is torch's, which LAPACK's
         # here differs from by rounding, and a policy restored from its state, which
         # factorizes in torch, must predict exactly as the live one (a small matrix's
@@ -854,10 +861,12 @@ def _host(x: _Matrix) -> np.ndarray:
     return x if isinstance(x, np.ndarray) else x.cpu().numpy()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Values:
     """The hyperparameters at one ``theta`` as plain numbers (see
-    :meth:`NegativeLogMarginalLikelihood._values`)."""
+    :meth:`NegativeLogMarginalLikelihood._values`). Not frozen, like
+    :class:`_EvaluationParts`: both are built at every evaluation, and a frozen
+    dataclass sets each field through ``object.__setattr__``."""
 
     outputscale: float
     lengthscale_space: tuple[float, ...]
@@ -865,7 +874,7 @@ class _Values:
     noise: float
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _EvaluationParts:
     """What one evaluation computed that the gradient and the Hessian read
     (:meth:`NegativeLogMarginalLikelihood._derivatives`), torch tensors or NumPy arrays:
@@ -913,6 +922,12 @@ def _negative_log_prior(prior: tuple, log_values: np.ndarray) -> tuple[float, np
         value = float(np.sum(rate * v - (concentration - 1.0) * log_values))
         return value, rate * v - (concentration - 1.0)
     mean, scale = prior
+    if log_values.shape == (1,):
+        # one value: the same operations on Python floats (a NumPy operation on a
+        # one-element array costs microseconds, several per evaluation)
+        log_value = float(log_values[0])
+        z = (log_value - mean) / scale
+        return 0.5 * (z * z) + log_value, np.array([z / scale + 1.0])
     z = (log_values - mean) / scale
     return float(0.5 * np.sum(z * z) + np.sum(log_values)), z / scale + 1.0
 
