@@ -75,8 +75,8 @@ _POTRF, _POTRS = scipy.linalg.lapack.get_lapack_funcs(("potrf", "potrs"), dtype=
 #: torch one's fixed overhead, and OpenBLAS (NumPy's and SciPy's) runs each call on one
 #: thread. On larger matrices it runs the factorization, the solves and (the Hessian's)
 #: products on several threads if it may, and on a loaded 2-CPU machine waking them cost
-#: about 8 ms per call: with 2 threads, value and gradient took 8.0-13.6 ms from n = 114
-#: on against 0.9 ms at 98, with the Hessian 16 ms at n = 82-98 against 1.2 ms at 66
+#: about 8 ms per call: with 2 threads, value and gradient took 8.0-15.9 ms from n = 114
+#: on against 0.58 ms at 98, with the Hessian 9.9-16 ms at n = 82-98 against 0.77 ms at 66
 #: (``benchmarks/fit_evaluation_cost.py --threads 2``). torch's elementwise passes are as
 #: fast there, and its thread pool is the one a run pins. (Below these sizes every
 #: OpenBLAS call here runs on one thread, so the results do not depend on the thread
