@@ -128,52 +128,27 @@ def correlation_and_scale_derivative(
     (Matern-3/2) and ``(5/3) r^2 (1 + sqrt(5) r) exp(-sqrt(5) r)`` (Matern-5/2).
     Written with in-place operations: on (n, n) matrices this runs once per likelihood
     evaluation, and every fresh n^2 buffer costs more than the arithmetic. A NumPy array
-    ``r`` gets NumPy arrays back (:func:`_correlation_and_scale_derivative_np`).
+    ``r`` (the fit's evaluations of small datasets on a CPU) gets NumPy arrays back.
     """
-    if isinstance(r, np.ndarray):
-        return _correlation_and_scale_derivative_np(as_family(family), r)
     fam = as_family(family)
-    if fam is Family.SE:
-        half_square = r * r
-        half_square.mul_(0.5)
-        value = half_square.neg().exp_()
-        return value, half_square.mul_(2.0).mul_(value)
-    if fam is Family.MATERN12:
-        value = r.neg().exp_()
-        return value, r * value
-    s = r * (math.sqrt(3.0) if fam is Family.MATERN32 else math.sqrt(5.0))
-    e = s.neg().exp_()
-    if fam is Family.MATERN32:
-        value = (s + 1.0).mul_(e)
-        return value, s.mul_(s).mul_(e)
-    square_third = s * s
-    square_third.mul_(1.0 / 3.0)
-    value = (square_third + s).add_(1.0).mul_(e)
-    derivative = square_third.mul_(e)
-    return value, derivative.addcmul_(derivative, s)
-
-
-def _correlation_and_scale_derivative_np(
-    fam: Family, r: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`correlation_and_scale_derivative` in NumPy, the same formulas in the same
-    order: the fit's CPU evaluations of small datasets, where a NumPy operation costs a
-    fraction of a torch one's fixed overhead (``benchmarks/fit_evaluation_cost.py``)."""
+    # the same in-place operators for torch tensors and NumPy arrays; the exponential
+    # in place through ``out=``, which both accept
+    exp = np.exp if isinstance(r, np.ndarray) else torch.exp
     if fam is Family.SE:
         half_square = r * r
         half_square *= 0.5
-        value = np.negative(half_square)
-        np.exp(value, out=value)
+        value = -half_square
+        exp(value, out=value)
         half_square *= 2.0
         half_square *= value
         return value, half_square
     if fam is Family.MATERN12:
-        value = np.negative(r)
-        np.exp(value, out=value)
+        value = -r
+        exp(value, out=value)
         return value, r * value
     s = r * (math.sqrt(3.0) if fam is Family.MATERN32 else math.sqrt(5.0))
-    e = np.negative(s)
-    np.exp(e, out=e)
+    e = -s
+    exp(e, out=e)
     if fam is Family.MATERN32:
         value = s + 1.0
         value *= e
@@ -187,6 +162,9 @@ def _correlation_and_scale_derivative_np(
     value *= e
     derivative = square_third
     derivative *= e
+    if isinstance(derivative, torch.Tensor):
+        # torch's fused d + d s, kept: its rounding is that of every fit made before
+        return value, derivative.addcmul_(derivative, s)
     derivative += derivative * s
     return value, derivative
 

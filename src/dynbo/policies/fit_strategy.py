@@ -144,10 +144,10 @@ class RestartRule:
     - there is no history: the first fit, or a state saved before the rule existed;
     - the dataset has at most ``every_fit_size`` observations: the basins of small
       datasets come and go from one observation to the next, and there the fresh search
-      is cheap: on a CPU its evaluations run in NumPy
-      (``dynbo.models.fit._NUMPY_LARGEST``, also 96), and a W-DBO iteration with a
-      fresh start at every fit stays within the budget of the 50 ms target at n = 200
-      (docs/design.md); on a GPU the rule is the same;
+      costs least: on a CPU its evaluations run in NumPy
+      (``dynbo.models.fit._NUMPY_LARGEST``, also 96), and the fit costs about what the
+      two-start fit does (a W-DBO iteration at n = 96 then takes longer than one at
+      n = 200 without a fresh start: docs/design.md); on a GPU the rule is the same;
     - :meth:`period` fits have passed since the last fresh start: ``period_fraction`` of
       the dataset size, at least ``shortest_period`` and at most ``longest_period`` (a new
       basin appears as the data change, and one observation changes a large dataset less);
