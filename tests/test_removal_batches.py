@@ -164,6 +164,56 @@ def test_a_speculative_cpu_loop_keeps_the_torch_steps(monkeypatch):
     assert built
 
 
+def test_the_graphed_loop_replays_full_batches_and_recaptures_after_a_compaction(monkeypatch):
+    # on CUDA, full speculative batches replay a captured graph (tests/test_cuda.py checks
+    # the graph itself); here the loop around it on a CPU, with a stand-in whose "replay"
+    # runs the same torch steps: full batches only, each from the committed state
+    # (load()), and a new capture once a compaction has moved the storage
+    from dynbo.relevancy import criterion
+
+    captures = []
+
+    class Replayed(criterion._GraphedRemovalBatch):
+        def __init__(self, relevancy, capacity):
+            self.batch = criterion._RemovalBatch(relevancy, capacity, numpy_steps=False)
+            self._storage = relevancy._PQ
+            captures.append((capacity, relevancy._PQ.shape[1]))
+
+        def run(self):
+            self.batch.load()
+            for _ in range(self.batch.capacity):
+                self.batch.step()
+            return self.batch
+
+    gp = random_gp(300, 6)
+    budget = 1.0 + 0.04 * 300
+    eager = WassersteinRelevancy.from_gp(gp, 10.5)
+    expected = eager.remove_least_relevant(298, budget=budget, batch_size=7, speculative=True)
+    with pytest.raises(ValueError, match="CUDA"):
+        WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(5, graphed=True)
+    monkeypatch.setattr(criterion, "_graphs_supported", lambda device: True)
+    monkeypatch.setattr(criterion, "_GraphedRemovalBatch", Replayed)
+    graphed = WassersteinRelevancy.from_gp(gp, 10.5)
+    removals = graphed.remove_least_relevant(298, budget=budget, batch_size=7, speculative=True)
+    # the same torch operations from the same states: the same numbers, bit for bit
+    assert removals.indices == expected.indices
+    assert removals.relevancies == expected.relevancies
+    assert removals.budget == expected.budget
+    assert removals.batches == expected.batches
+    np.testing.assert_array_equal(graphed.precision.numpy(), eager.precision.numpy())
+    # batches 1, 2, 4, then full ones of 7, one capture per storage: the storage of 300 is
+    # compacted each time half of it is dead (300 -> 146 -> 69 -> 34 -> 13 here)
+    assert len(expected.indices) > 280
+    sizes = [size for _, size in captures]
+    assert {capacity for capacity, _ in captures} == {7}
+    assert sizes[0] == 300 and len(sizes) >= 4
+    assert all(2 * later < earlier for earlier, later in zip(sizes, sizes[1:]))
+    with pytest.raises(ValueError, match="speculative"):
+        WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(
+            5, speculative=False, graphed=True
+        )
+
+
 def _origins(n, indices):
     positions = list(range(n))
     return [positions.pop(i) for i in indices]
