@@ -50,8 +50,8 @@ measurement has no prediction at the first size it runs at. The JSON is written 
 
 A session with a GPU (the device tool's ``run``: one command, ``timeout_s=570``, on a
 machine whose python3 has torch, botorch, gpytorch, scipy and threadpoolctl; files come
-back from ``$OUT``) runs, from the repository root, the CUDA tests (about 2 minutes,
-estimated) and then this script (``--total-seconds 360``: the script stops starting
+back from ``$OUT``) runs, from the repository root, the CUDA tests (under a minute on
+an H200) and then this script (``--total-seconds 360``: the script stops starting
 measurements after 6 minutes and skips the rest with a note)::
 
     export PYTHONPATH=src PYTHONUNBUFFERED=1; python3 -m pytest -q -p no:randomly -rs \\

@@ -222,3 +222,22 @@ def test_the_iteration_benchmark_reports_each_round_and_their_median():
         cwd=REPOSITORY, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert repeated.returncode == 2 and "must not repeat" in repeated.stderr
+
+
+def test_the_removal_profile_runs_end_to_end_on_the_cpu(tmp_path):
+    out = tmp_path / "profile.json"
+    result = subprocess.run(
+        [
+            sys.executable, "benchmarks/removal_profile.py", "--device", "cpu", "--sizes", "40",
+            "--repeats", "1", "--top", "3", "--out", str(out),
+        ],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert json.loads(out.read_text()) == report
+    [size] = report["sizes"]
+    assert size["n"] == 40 and size["captures"] == 0  # no graphs on a CPU
+    assert size["seconds"] > 0 and size["eager_seconds"] > 0
+    profile = size["profile"]
+    assert profile["kernels"] == [] and profile["kernel_ms"] == 0  # no device kernels
+    assert 0 < len(profile["host"]) <= 3 and profile["profiled_ms"] > 0
