@@ -133,10 +133,23 @@ def test_relevancies_on_cuda_equal_those_on_the_cpu(paper_compat):
 
 @requires_cuda
 @pytest.mark.parametrize("batch_size", [7, 64])
-def test_graphed_removal_batches_on_cuda_equal_the_eager_ones_bit_for_bit(batch_size):
+# a failed capture falls back to eager batches with a warning: here it must fail the test
+@pytest.mark.filterwarnings("error:removal batches run without a CUDA graph:RuntimeWarning")
+def test_graphed_removal_batches_on_cuda_equal_the_eager_ones_bit_for_bit(batch_size, monkeypatch):
     # full speculative batches replay a captured CUDA graph: the same kernels on the same
     # buffers, so the same removals, relevancies and storage to the last bit; with a
     # budget that stops part-way, a stop() that cuts a batch, and compactions (n = 600)
+    from dynbo.relevancy import criterion
+
+    streams = []
+    capture = criterion._capture
+
+    def counted(relevancy, capacity):
+        replay = capture(relevancy, capacity)
+        streams.append(criterion._CAPTURE_STREAMS[relevancy._P.device])
+        return replay
+
+    monkeypatch.setattr(criterion, "_capture", counted)
     gp = relevancy_gp("cuda", n=600)
     calls = {"eager": 0, "graphed": 0}
 
@@ -162,6 +175,9 @@ def test_graphed_removal_batches_on_cuda_equal_the_eager_ones_bit_for_bit(batch_
     assert graphed.indices == eager.indices and graphed.origins == eager.origins
     assert graphed.relevancies == eager.relevancies and graphed.budget == eager.budget
     assert torch.equal(p_graphed, p_eager) and torch.equal(r_graphed, r_eager)
+    # captured (none in the eager loop), again after the compaction at 300 removals, and
+    # always on the device's one capture stream
+    assert len(streams) >= 2 and all(stream is streams[0] for stream in streams)
     # and the CPU's loop chooses the same observations (the first 100: later choices
     # between relevancies equal to rounding may differ between devices)
     on_cpu = WassersteinRelevancy.from_gp(relevancy_gp("cpu", n=600), 600.0)
