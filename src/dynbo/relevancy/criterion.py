@@ -947,13 +947,13 @@ class WassersteinRelevancy:
                 break
             capacity = min(size, batch_size, limit - len(indices))
             batches += 1
-            if graphed and capacity == batch_size > 1:
-                # a full batch: the loop's next ones are likely full too, so replay a graph
-                if replay is None or replay.stale():
-                    replay = None  # lets a stale graph's storage go before the capture
-                    replay = _capture(self, capacity)
-                    graphed = replay is not None
-            if graphed and replay is not None and capacity == batch_size > 1:
+            # a full batch: the loop's next ones are likely full too, so replay a graph
+            full = graphed and capacity == batch_size > 1
+            if full and (replay is None or replay.stale()):
+                replay = None  # lets a stale graph's storage go before the capture
+                replay = _capture(self, capacity)
+                graphed = replay is not None
+            if full and replay is not None:
                 batch = replay.run()
                 records = batch.records()
             else:
