@@ -57,10 +57,13 @@ measurements after 6 minutes and skips the rest with a note)::
     export PYTHONPATH=src PYTHONUNBUFFERED=1; python3 -m pytest -q -p no:randomly -rs \\
         tests/test_cuda.py 2>&1 | tee $OUT/test_cuda.log; python3 benchmarks/gpu.py \\
         --device cuda --sizes 200 1000 5000 10000 --repeats 3 --max-seconds 60 \\
-        --total-seconds 360 --out $OUT/gpu.json > $OUT/gpu.stdout
+        --total-seconds 360 --out $OUT/gpu.json > $OUT/gpu.stdout; \\
+        python3 benchmarks/removal_compaction.py --device cuda --sizes 1000 10000 \\
+        --repeats 3 --out $OUT/removal_compaction_cuda.json > /dev/null
 
 then keeps the returned ``gpu.json`` as ``docs/results/gpu.json`` and writes its
-numbers, with the card, into ``docs/results.md`` (section "GPU").
+numbers, with the card, into ``docs/results.md`` (section "GPU"); the last command
+compares when the removal loop compacts its storage on the GPU (about a minute).
 
     python benchmarks/gpu.py [--device cuda] [--sizes 200 1000 5000 10000] [--dim 2]
         [--repeats 3] [--max-seconds 60] [--total-seconds 420] [--seed 0] [--out FILE]
@@ -409,21 +412,36 @@ def write(report: dict[str, Any], out: Path | None) -> None:
         out.write_text(json.dumps(report, indent=2) + "\n")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", help="torch device timed against the CPU")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 5000, 10000])
+def state_arguments(parser: argparse.ArgumentParser, sizes: list[int]) -> None:
+    """The options of a script that times :func:`prepared_state`'s states (shared with
+    ``removal_profile.py`` and ``removal_compaction.py``): ``--sizes`` (default ``sizes``),
+    ``--dim``, ``--seed``, ``--repeats`` and ``--out``."""
+    parser.add_argument("--sizes", type=int, nargs="+", default=sizes)
     parser.add_argument("--dim", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--max-seconds", type=float, default=60.0)
-    parser.add_argument("--total-seconds", type=float, default=420.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+
+
+def parse_state_arguments(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> argparse.Namespace:
+    """``parser``'s arguments, with those of :func:`state_arguments` checked."""
     args = parser.parse_args(argv)
     if min(args.sizes) < 4:
         parser.error("--sizes must be at least 4 (two observed, two prepared iterations)")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1 (after the warm-up)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", help="torch device timed against the CPU")
+    state_arguments(parser, [200, 1000, 5000, 10000])
+    parser.add_argument("--max-seconds", type=float, default=60.0)
+    parser.add_argument("--total-seconds", type=float, default=420.0)
+    args = parse_state_arguments(parser, argv)
     device = str(torch.device(args.device))
     device_threads = (os.cpu_count() or 1) if torch.device(device).type == "cpu" else 1
     load_before = os.getloadavg()

@@ -3,10 +3,11 @@
 For each ``--sizes`` n, the W-DBO state of ``gpu.py`` (:func:`gpu.prepared_state`,
 fixed hyperparameters) on ``--device``, then ``suggest(602)`` from that state:
 
-- ``seconds``: wall time of one iteration (after one untimed warm-up), with full
-  removal batches replayed from CUDA graphs (the default) and with every batch run
-  eagerly (``eager_seconds``), each the median of ``--repeats``; ``captures``: the graphs
-  captured in one iteration (one per storage size: a compaction moves the storage);
+- ``seconds``: wall time of one iteration (after one untimed warm-up), with the
+  removal steps replayed from a CUDA graph of one step (the default) and with every
+  step run eagerly (``eager_seconds``), each the median of ``--repeats``; ``captures``:
+  the graphs captured in one iteration (one per storage size: a compaction moves the
+  storage);
 - ``profile``: one more iteration under ``torch.profiler``: the device kernels that took
   the most time (name, calls, total milliseconds), the sum over all kernels
   (``kernel_ms``, against the profiled iteration's wall ``profiled_ms``: a loop whose
@@ -35,7 +36,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu import TIMED_AT, on_device, prepared_state  # noqa: E402
+from gpu import (  # noqa: E402
+    TIMED_AT,
+    on_device,
+    parse_state_arguments,
+    prepared_state,
+    state_arguments,
+)
 
 from dynbo.relevancy import criterion  # noqa: E402
 
@@ -101,24 +108,16 @@ def profiled(state: dict, device: str, top: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--dim", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3)
+    state_arguments(parser, [1000, 10000])
     parser.add_argument("--top", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    if min(args.sizes) < 4:
-        parser.error("--sizes must be at least 4 (two observed, two prepared iterations)")
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
+    args = parse_state_arguments(parser, argv)
     torch.set_default_dtype(torch.float64)
     captures = []
     capture = criterion._capture
 
-    def counted(relevancy, capacity):
-        captures.append(relevancy._PQ.shape[1])
-        return capture(relevancy, capacity)
+    def counted(batch):
+        captures.append(batch._relevancy._PQ.shape[1])
+        return capture(batch)
 
     criterion._capture = counted
     report: dict[str, Any] = {

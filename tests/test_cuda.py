@@ -133,20 +133,20 @@ def test_relevancies_on_cuda_equal_those_on_the_cpu(paper_compat):
 
 @requires_cuda
 @pytest.mark.parametrize("batch_size", [7, 64])
-# a failed capture falls back to eager batches with a warning: here it must fail the test
-@pytest.mark.filterwarnings("error:removal batches run without a CUDA graph:RuntimeWarning")
-def test_graphed_removal_batches_on_cuda_equal_the_eager_ones_bit_for_bit(batch_size, monkeypatch):
-    # full speculative batches replay a captured CUDA graph: the same kernels on the same
-    # buffers, so the same removals, relevancies and storage to the last bit; with a
-    # budget that stops part-way, a stop() that cuts a batch, and compactions (n = 600)
+# a failed capture falls back to eager steps with a warning: here it must fail the test
+@pytest.mark.filterwarnings("error:removal steps run without a CUDA graph:RuntimeWarning")
+def test_graphed_removal_steps_on_cuda_equal_the_eager_ones_bit_for_bit(batch_size, monkeypatch):
+    # the speculative steps replay a captured CUDA graph of one step: the same kernels on
+    # the same buffers, so the same removals, relevancies and storage to the last bit;
+    # with a stop() that cuts a batch, and compactions (n = 600)
     from dynbo.relevancy import criterion
 
     streams = []
     capture = criterion._capture
 
-    def counted(relevancy, capacity):
-        replay = capture(relevancy, capacity)
-        streams.append(criterion._CAPTURE_STREAMS[relevancy._P.device])
+    def counted(batch):
+        replay = capture(batch)
+        streams.append(criterion._CAPTURE_STREAMS[batch._live.device])
         return replay
 
     monkeypatch.setattr(criterion, "_capture", counted)

@@ -7,7 +7,11 @@ here), the batched loop must remove the same observations in the same order, wit
 same relevancies and final budget and the same posterior, to rounding.
 """
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,26 +168,27 @@ def test_a_speculative_cpu_loop_keeps_the_torch_steps(monkeypatch):
     assert built
 
 
-def test_the_graphed_loop_replays_full_batches_and_recaptures_after_a_compaction(monkeypatch):
-    # on CUDA, full speculative batches replay a captured graph (tests/test_cuda.py checks
-    # the graph itself); here the loop around it on a CPU, with a stand-in whose "replay"
-    # runs the same torch steps: full batches only, each from the committed state
-    # (load()), and a new capture once a compaction has moved the storage
+def test_the_graphed_loop_replays_its_steps_and_recaptures_after_a_compaction(monkeypatch):
+    # on CUDA, the speculative steps replay a captured graph of one step (tests/test_cuda.py
+    # checks the graph itself); here the loop around it on a CPU, with a stand-in whose
+    # "replay" runs the same torch step: every batch of several steps replays, each from
+    # the committed state (load()), and a new capture once a compaction has moved the
+    # storage
     from dynbo.relevancy import criterion
 
     captures = []
+    replayed = []
 
-    class Replayed(criterion._GraphedRemovalBatch):
-        def __init__(self, relevancy, capacity):
-            self.batch = criterion._RemovalBatch(relevancy, capacity, numpy_steps=False)
-            self._storage = relevancy._PQ
-            captures.append((capacity, relevancy._PQ.shape[1]))
+    class Replayed(criterion._GraphedRemovalStep):
+        def __init__(self, batch):
+            self.batch = batch
+            captures.append((batch.capacity, batch._relevancy._PQ.shape[1]))
 
-        def run(self):
-            self.batch.load()
-            for _ in range(self.batch.capacity):
+        def run(self, steps):
+            assert not self.batch.stale() and self.batch.count == 0  # loaded, current
+            for _ in range(steps):
                 self.batch.step()
-            return self.batch
+            replayed.append(steps)
 
     gp = random_gp(300, 6)
     budget = 1.0 + 0.04 * 300
@@ -192,7 +197,7 @@ def test_the_graphed_loop_replays_full_batches_and_recaptures_after_a_compaction
     with pytest.raises(ValueError, match="CUDA"):
         WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(5, graphed=True)
     monkeypatch.setattr(criterion, "_graphs_supported", lambda device: True)
-    monkeypatch.setattr(criterion, "_GraphedRemovalBatch", Replayed)
+    monkeypatch.setattr(criterion, "_GraphedRemovalStep", Replayed)
     graphed = WassersteinRelevancy.from_gp(gp, 10.5)
     removals = graphed.remove_least_relevant(298, budget=budget, batch_size=7, speculative=True)
     # the same torch operations from the same states: the same numbers, bit for bit
@@ -200,18 +205,57 @@ def test_the_graphed_loop_replays_full_batches_and_recaptures_after_a_compaction
     assert removals.relevancies == expected.relevancies
     assert removals.budget == expected.budget
     assert removals.batches == expected.batches
+    assert removals.steps == expected.steps
     np.testing.assert_array_equal(graphed.precision.numpy(), eager.precision.numpy())
-    # batches 1, 2, 4, then full ones of 7, one capture per storage: the storage of 300 is
-    # compacted each time half of it is dead (300 -> 146 -> 69 -> 34 -> 13 here)
+    # batches 1 (eager), 2, 4, then full ones of 7 (replayed), one capture per storage:
+    # the storage of 300 is compacted before a batch once a quarter of it is dead
     assert len(expected.indices) > 280
+    assert replayed[:3] == [2, 4, 7] and set(replayed[2:]) <= {7, 5, 3, 1}
+    assert sum(replayed) + 1 == removals.steps
     sizes = [size for _, size in captures]
     assert {capacity for capacity, _ in captures} == {7}
     assert sizes[0] == 300 and len(sizes) >= 4
-    assert all(2 * later < earlier for earlier, later in zip(sizes, sizes[1:]))
+    assert all(4 * later < 3 * earlier for earlier, later in zip(sizes, sizes[1:]))
     with pytest.raises(ValueError, match="speculative"):
         WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(
             5, speculative=False, graphed=True
         )
+    # one removal, one step: the loop never captures
+    captures.clear()
+    one = WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(1, speculative=True)
+    assert len(one.indices) == 1 and captures == []
+
+
+def test_a_torch_step_is_the_same_kernels_at_every_step():
+    # what lets one captured step replay as any step of a batch: the step index is on the
+    # device and the corrections run over every row (zero past the steps taken); a batch
+    # started over (load()) gives the same results as a fresh one, bit for bit
+    from dynbo.relevancy import criterion
+
+    relevancy = WassersteinRelevancy.from_gp(random_gp(60, 2), 10.5)
+    batch = criterion._RemovalBatch(relevancy, 5, numpy_steps=False)
+    batch.load()
+    for _ in range(3):
+        batch.step()
+    assert int(batch._step) == 3 and batch.count == 3
+    assert not batch._columns[3:].any() and not batch._scaled[3:].any()
+    first = (batch._columns[:3].clone(), batch._scalars[:3].clone(), batch.records())
+    batch.load()
+    assert int(batch._step) == 0 and not batch._columns.any() and not batch._scaled.any()
+    for _ in range(3):
+        batch.step()
+    assert torch.equal(batch._columns[:3], first[0])
+    assert torch.equal(batch._scalars[:3], first[1])
+    assert batch.records() == first[2]
+    fresh = criterion._RemovalBatch(relevancy, 5, numpy_steps=False)
+    fresh.load()
+    for _ in range(3):
+        fresh.step()
+    assert fresh.records() == first[2]
+    # a compaction moves the storage: the batch is stale
+    assert not batch.stale()
+    relevancy.remove_least_relevant(40, speculative=True)
+    assert batch.stale()
 
 
 def _origins(n, indices):
@@ -497,3 +541,25 @@ def test_float32_batches_remove_what_the_one_at_a_time_loop_removes():
     assert removals.indices == indices and len(indices) > 20
     np.testing.assert_allclose(removals.relevancies, values, rtol=1e-3)
     assert removals.budget == pytest.approx(left, rel=1e-5)
+
+
+def test_the_compaction_benchmark_runs_end_to_end(tmp_path):
+    out = tmp_path / "compaction.json"
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [
+            sys.executable, "benchmarks/removal_compaction.py", "--sizes", "40",
+            "--fractions", "0.5", "0.9", "--repeats", "1", "--out", str(out),
+        ],
+        cwd=root, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert json.loads(out.read_text()) == report
+    [size] = report["sizes"]
+    assert size["removals"] > 0 and size["same_removals"] is True
+    assert [f["compact_below"] for f in size["fractions"]] == [0.5, 0.9]
+    # 0.9 compacts at least as often as 0.5, and nothing captures on a CPU
+    first, second = size["fractions"]
+    assert second["compactions"] >= first["compactions"]
+    assert first["captures"] == second["captures"] == 0
+    assert report["default_compact_below"] == 0.75

@@ -146,6 +146,13 @@ _GER = {np.float64: dger, np.float32: sger}
 #: largest storage (n at the last compaction) for which CPU removals run in NumPy.
 _HOST_MAX_STORAGE = 512
 
+#: the storage is compacted once fewer than this share of its rows are live: each removal
+#: step reads all of ``P``, and on one CPU thread the loop took 14-21 % less time at 600
+#: to 3000 observations compacting at three quarters than at half (0.9 within 3 % of
+#: 0.75 at 1500 and 3000, with up to three times the compactions, each a capture on
+#: CUDA; ``benchmarks/removal_compaction.py``, ``docs/relevancy.md``)
+_COMPACT_BELOW = 0.75
+
 
 def _column_dots(a: torch.Tensor, b: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:
     """``sum_i a_ij b_ij`` for every column ``j``, by blocks of rows.
@@ -216,10 +223,18 @@ class _RemovalBatch:
     zeroed). The batch keeps those columns instead of updating the ``(n, n)`` matrices,
     and updates only what the criterion reads, in O(n) each: ``P_ii``, ``Q_ii``,
     ``alpha``, ``C alpha`` and ``(P C P)_ii``. A step then reads one column of ``P`` and
-    ``Q``, makes one product ``P q`` (O(n^2) reads) and O(n k) corrections, in a fixed
-    number of tensor operations (29 kernels from the second step on; none of them
-    Python-level O(n) work) and without a host synchronization: it takes its argmin on
-    the device, so that a GPU runs a whole batch before the host reads anything.
+    ``Q``, makes one product ``P q`` (O(n^2) reads) and O(n capacity) corrections, in a
+    fixed number of tensor operations (34 kernels; none of them Python-level O(n) work)
+    and without a host synchronization: it takes its argmin on the device, so that a GPU
+    runs a whole batch before the host reads anything.
+
+    The torch step is the same kernels on the same buffers at every step: the step index
+    lives on the device, the corrections run over every row of the buffers (the rows past
+    the steps taken are zero) and each step's results are stored at its row by index.
+    One captured step therefore replays as any step (:class:`_GraphedRemovalStep`).
+
+    One batch serves every batch of a loop on one storage (:meth:`load` starts it over);
+    a compaction moves the storage and makes it :meth:`stale`.
     """
 
     def __init__(
@@ -228,21 +243,29 @@ class _RemovalBatch:
         P = relevancy._P
         n = P.shape[0]
         self.capacity = capacity
+        self.count = 0
         self._relevancy = relevancy
+        self._storage = relevancy._PQ
         terms = P.new_empty((5, n))
         self._terms = terms
         self._pii, self._alpha, self._c_alpha, self._pcp = terms[0], terms[2], terms[3], terms[4]
         self._live = torch.empty(n, dtype=torch.bool, device=P.device)
-        self.load()
         self._infinity = P.new_full((), math.inf)
-        # per step j: u_j and q_j, u_j / pi_j, alpha_{o_j} / pi_j and 1 / pi_j
-        self._columns = P.new_empty((capacity, 2, n))
-        self._scaled = P.new_empty((capacity, n))
-        self._alpha_steps = P.new_empty(capacity)
-        self._inverse_pivots = P.new_empty(capacity)
-        # per step: storage position o_j; W_{o_j}^2 / lambda^2 and W_D^2 / lambda^2
-        self._positions = torch.empty(capacity, dtype=torch.long, device=P.device)
-        self._records = P.new_empty((capacity, 2))
+        # per step j: u_j and q_j, and u_j / pi_j (zero past the steps taken)
+        self._columns = P.new_zeros((capacity, 2, n))
+        self._scaled = P.new_zeros((capacity, n))
+        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2, 1 / pi_j and alpha_{o_j} / pi_j
+        # (one row, stored by one kernel) and the storage position o_j
+        self._scalars = P.new_zeros((capacity, 4))
+        self._records = self._scalars[:, 0:2]
+        self._inverse_pivots = self._scalars[:, 2]
+        self._alpha_steps = self._scalars[:, 3]
+        self._positions = torch.zeros(capacity, dtype=torch.long, device=P.device)
+        # the torch step's index and its results before they are stored at that row
+        self._step = torch.zeros(1, dtype=torch.long, device=P.device)
+        self._step_vectors = P.new_empty((3, n))  # u, q, u / pi
+        self._step_scalars = P.new_empty(4)
+        self._step_position = torch.empty(1, dtype=torch.long, device=P.device)
         on_cpu = P.device.type == "cpu"
         self._host_records = self._records.numpy() if on_cpu else None
         self._host_positions = self._positions.numpy() if on_cpu else None
@@ -251,6 +274,11 @@ class _RemovalBatch:
         # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
         numpy_dtype = P.dtype in (torch.float32, torch.float64)
         self._host = _HostViews(self) if on_cpu and numpy_steps and numpy_dtype else None
+
+    def stale(self) -> bool:
+        """Whether the relevancy's storage moved since the batch was made (a compaction
+        copies it once a quarter of it is dead): the batch reads the old storage."""
+        return self._storage is not self._relevancy._PQ
 
     def load(self) -> None:
         """Start over (no step taken) from the relevancy's current state, in the same buffers."""
@@ -263,6 +291,11 @@ class _RemovalBatch:
         terms[2:4].copy_(rel._AC)
         terms[4].copy_(rel._storage_column_dots())
         self._live.zero_().index_fill_(0, rel._live_index, True)
+        if self._host is None and self.count:
+            # the torch step's corrections read every row: the previous run's go to zero
+            self._columns[: self.count].zero_()
+            self._scaled[: self.count].zero_()
+        self._step.zero_()
         self.count = 0
 
     def step(self) -> None:
@@ -271,36 +304,36 @@ class _RemovalBatch:
             self._host.step(self.count)
             self.count += 1
             return
-        k = self.count
         n = self._live.shape[0]
         terms, live = self._terms, self._live
         pii, alpha, c_alpha, pcp = self._pii, self._alpha, self._c_alpha, self._pcp
-        record = self._records[k]
+        scalars = self._step_scalars
         # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11): lambda^2 is common
         squared = torch.addcmul(pii, alpha, alpha).div_(pii * pii).mul_(pcp.clamp_min(0.0))
-        normalizer = torch.sum(torch.addcmul(terms[1], alpha, c_alpha), 0, True, out=record[1:])
+        normalizer = torch.sum(torch.addcmul(terms[1], alpha, c_alpha), 0, True, out=scalars[1:2])
         # W_D = 0: every relevancy is 0 (_normalize) and the first observation the argmin
         key = torch.where(live, squared.mul_(normalizer > 0), self._infinity)
-        o = torch.argmin(key, 0, True, out=self._positions[k : k + 1])
-        torch.index_select(squared, 0, o, out=record[:1])
+        o = torch.argmin(key, 0, True, out=self._step_position)
+        torch.index_select(squared, 0, o, out=scalars[0:1])
         # columns o of P_k and Q_k: the starting ones minus the batch's rank-one terms
-        uq = torch.index_select(self._relevancy._PQ, 2, o, out=self._columns[k, :, :, None])
+        # (over every row: those of the steps not taken yet are zero)
+        vectors = self._step_vectors
+        uq = torch.index_select(self._relevancy._PQ, 2, o, out=vectors[0:2, :, None])
         uq = uq.view(2, n)
-        if k:
-            weights = self._scaled[:k].index_select(1, o).view(1, k)
-            uq.view(1, 2 * n).addmm_(weights, self._columns[:k].view(k, 2 * n), alpha=-1.0)
+        weights = self._scaled.index_select(1, o).view(1, self.capacity)
+        columns = self._columns.view(self.capacity, 2 * n)
+        uq.view(1, 2 * n).addmm_(weights, columns, alpha=-1.0)
         uq.mul_(live)
         u, q = uq[0], uq[1]
         # s = P_k q = (P_k C P_k)[:, o] (its removed entries only meet zeros of u below)
         s = torch.mv(self._relevancy._P, q)
-        if k:
-            s.addmv_(self._columns[:k, 0].T, torch.mv(self._scaled[:k], q), alpha=-1.0)
+        s.addmv_(self._columns[:, 0].T, torch.mv(self._scaled, q), alpha=-1.0)
         # P_k[o, o], alpha_o and (P_k C P_k)[o, o] as the terms hold them
         at_o = terms.index_select(1, o)
-        inverse = torch.reciprocal(at_o[0], out=self._inverse_pivots[k : k + 1])
-        step_alpha = torch.mul(at_o[2], inverse, out=self._alpha_steps[k : k + 1])
+        inverse = torch.reciprocal(at_o[0], out=scalars[2:3])
+        step_alpha = torch.mul(at_o[2], inverse, out=scalars[3:4])
         s_o = at_o[4]
-        u_scaled = torch.mul(u, inverse, out=self._scaled[k])
+        u_scaled = torch.mul(u, inverse, out=vectors[2])
         # remove()'s rank-one updates, on the diagonals and vectors only:
         # P_ii -= u_i^2 / pi, Q_ii -= q_i u_i / pi, [alpha; C alpha] -= [u; q] alpha_o / pi
         # and (P C P)_ii -= 2 s_i u_i / pi - u_i^2 s_o / pi^2
@@ -309,7 +342,14 @@ class _RemovalBatch:
         pcp.addcmul_(u_scaled, torch.addcmul(s, u_scaled, s_o, value=-0.5), value=-2.0)
         terms.index_fill_(1, o, 0.0)  # exact zeros, as remove() leaves them
         live.index_fill_(0, o, False)
-        self.count = k + 1
+        # this step's results at its row
+        k = self._step
+        self._columns.index_copy_(0, k, vectors[None, 0:2])
+        self._scaled.index_copy_(0, k, vectors[None, 2])
+        self._scalars.index_copy_(0, k, scalars[None])
+        self._positions.index_copy_(0, k, o)
+        k.add_(1)
+        self.count += 1
 
     def records(self) -> list[tuple[int, float, float]]:
         """``(storage position, W^2 / lambda^2, W_D^2 / lambda^2)`` of each step so far.
@@ -346,33 +386,31 @@ class _RemovalBatch:
         rel._AC.index_fill_(1, positions, 0.0)
 
 
-class _GraphedRemovalBatch:
-    """Full speculative batches of one removal loop on a CUDA device, replayed from a graph.
+class _GraphedRemovalStep:
+    """The torch step of one removal batch on a CUDA device, replayed from a graph.
 
-    A speculative batch is ``capacity`` steps of a fixed sequence of small kernels (29 per
-    step) on buffers that do not move, and a loop's full batches repeat it from another
-    starting state: issuing those kernels one by one from Python was most of the loop's
-    time on a GPU at n = 1000 (0.38 ms per removal on an H200, about half that with the
-    graph). The steps are captured once into a CUDA graph and each full batch is then
-    :meth:`_RemovalBatch.load` (a few kernels) and one replay. The replay runs the same
-    kernels on the same buffers, so its results are those of the eager steps bit for
-    bit. Capturing issues the kernels without running them: it costs about one eager
-    batch and the graph's instantiation, once per storage (a compaction moves it).
+    A torch step is a fixed sequence of small kernels (34) on buffers that do not move,
+    the same at every step (:class:`_RemovalBatch`): issuing them one by one from Python
+    was most of the loop's time on a GPU at n = 1000 (0.38 ms per removal on an H200).
+    The step is captured once per storage into a CUDA graph and every later step of the
+    loop, in every batch on that storage, is one replay (a few microseconds of the host's
+    time). The replay runs the same kernels on the same buffers, so its results are those
+    of the eager steps bit for bit. A capture runs one step eagerly first (on the capture
+    stream, as torch's capture asks), then issues one without running it, and
+    instantiates a graph of one step's nodes.
     """
 
-    def __init__(self, relevancy: WassersteinRelevancy, capacity: int) -> None:
-        device = relevancy._P.device
+    def __init__(self, batch: _RemovalBatch) -> None:
+        device = batch._live.device
         stream = _capture_stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
-            # warm-up on the capture stream (its cuBLAS handle and workspace), as torch's
-            # graph capture asks: two steps reach every kernel of a step (k = 0 and k > 0)
-            warm_up = _RemovalBatch(relevancy, 2, numpy_steps=False)
-            warm_up.step()
-            warm_up.step()
+            # warm-up on the capture stream (its cuBLAS handle and workspace); the loop's
+            # load() starts the batch over before its steps
+            batch.load()
+            batch.step()
         torch.cuda.current_stream(device).wait_stream(stream)
-        self.batch = _RemovalBatch(relevancy, capacity, numpy_steps=False)
-        self._storage = relevancy._PQ  # kept alive while the graph may read it
+        self.batch = batch
         self._graph = torch.cuda.CUDAGraph()
         # capture_begin/end rather than torch.cuda.graph, whose entry also empties the
         # allocator's cache (and may collect garbage): per loop, a cost the replays must earn
@@ -380,22 +418,15 @@ class _GraphedRemovalBatch:
         with torch.cuda.stream(stream):
             self._graph.capture_begin()
             try:
-                for _ in range(capacity):
-                    self.batch.step()
+                batch.step()
             finally:
                 self._graph.capture_end()
 
-    def stale(self) -> bool:
-        """Whether the relevancy's storage moved since the capture (a compaction copies it
-        once half of it is dead): the graph reads the old storage's addresses."""
-        return self._storage is not self.batch._relevancy._PQ
-
-    def run(self) -> _RemovalBatch:
-        """The batch's ``capacity`` steps from the relevancy's current state."""
-        self.batch.load()
-        self._graph.replay()
-        self.batch.count = self.batch.capacity
-        return self.batch
+    def run(self, steps: int) -> None:
+        """``steps`` more steps of the batch (after its :meth:`_RemovalBatch.load`)."""
+        for _ in range(steps):
+            self._graph.replay()
+        self.batch.count += steps
 
 
 #: one capture stream per CUDA device: cuBLAS keeps a workspace per (handle, stream) for
@@ -405,7 +436,7 @@ _CAPTURE_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
 
 
 def _capture_stream(device: torch.device) -> torch.cuda.Stream:
-    """The stream removal batches on ``device`` are captured on (made once)."""
+    """The stream removal steps on ``device`` are captured on (made once)."""
     stream = _CAPTURE_STREAMS.get(device)
     if stream is None:
         stream = _CAPTURE_STREAMS[device] = torch.cuda.Stream(device)
@@ -413,18 +444,18 @@ def _capture_stream(device: torch.device) -> torch.cuda.Stream:
 
 
 def _graphs_supported(device: torch.device) -> bool:
-    """Whether removal batches on ``device`` can be replayed from a CUDA graph."""
+    """Whether removal steps on ``device`` can be replayed from a CUDA graph."""
     return device.type == "cuda"
 
 
-def _capture(relevancy: WassersteinRelevancy, capacity: int) -> _GraphedRemovalBatch | None:
-    """A graphed batch, or ``None`` (with a warning) where this CUDA setup cannot capture
-    one: the loop then runs its batches eagerly, with the same results."""
+def _capture(batch: _RemovalBatch) -> _GraphedRemovalStep | None:
+    """A graphed step of ``batch``, or ``None`` (with a warning) where this CUDA setup
+    cannot capture one: the loop then runs its steps eagerly, with the same results."""
     try:
-        return _GraphedRemovalBatch(relevancy, capacity)
+        return _GraphedRemovalStep(batch)
     except RuntimeError as err:
         warnings.warn(
-            f"removal batches run without a CUDA graph (capture failed: {err})",
+            f"removal steps run without a CUDA graph (capture failed: {err})",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -856,8 +887,7 @@ class WassersteinRelevancy:
             self._live_array = np.delete(self._live_array, index)
         self._cache = None
         self._relevancy_cache = None
-        if 2 * len(self._live) < self._P.shape[0]:
-            self._compact()
+        self._compact_if_sparse()
 
     def remove_least_relevant(
         self,
@@ -906,8 +936,9 @@ class WassersteinRelevancy:
                 where a value is read for free after each step and a batch stops there.
                 Without it, a CPU batch steps in NumPy (:class:`_HostViews`); with it,
                 in torch on any device.
-            graphed: replay full speculative batches from a CUDA graph
-                (:class:`_GraphedRemovalBatch`: the same numbers bit for bit, without
+            graphed: replay the speculative steps from a CUDA graph of one step,
+                captured once per storage from the loop's first batch of several steps
+                on (:class:`_GraphedRemovalStep`: the same numbers bit for bit, without
                 Python issuing each step's kernels). Default: speculative on CUDA.
 
         Returns:
@@ -922,8 +953,9 @@ class WassersteinRelevancy:
         if graphed is None:
             graphed = speculative and _graphs_supported(self._P.device)
         if graphed and not (speculative and _graphs_supported(self._P.device)):
-            raise ValueError("graphed removal batches need speculative=True on a CUDA device")
-        replay: _GraphedRemovalBatch | None = None
+            raise ValueError("graphed removal steps need speculative=True on a CUDA device")
+        batch: _RemovalBatch | None = None  # one per storage, started over per batch
+        replay: _GraphedRemovalStep | None = None
         indices: list[int] = []
         origins: list[int] = []
         values: list[float] = []
@@ -947,24 +979,26 @@ class WassersteinRelevancy:
                 break
             capacity = min(size, batch_size, limit - len(indices))
             batches += 1
-            # a full batch: the loop's next ones are likely full too, so replay a graph
-            full = graphed and capacity == batch_size > 1
-            if full and (replay is None or replay.stale()):
-                replay = None  # lets a stale graph's storage go before the capture
-                replay = _capture(self, capacity)
-                graphed = replay is not None
-            if full and replay is not None:
-                batch = replay.run()
-                records = batch.records()
-            else:
+            self._compact_if_sparse()
+            if batch is None or batch.stale():
+                # a stale graph and its batch go before the new ones are made
+                batch = replay = None
                 # the speculative mode is the GPU's: torch steps on any device
-                batch = _RemovalBatch(self, capacity, numpy_steps=not speculative)
-                if speculative:
-                    for _ in range(batch.capacity):
+                batch = _RemovalBatch(self, min(batch_size, limit), numpy_steps=not speculative)
+            # a loop of one batch of one step (W-DBO's usual iteration) never captures
+            if graphed and replay is None and capacity > 1:
+                replay = _capture(batch)
+                graphed = replay is not None
+            batch.load()
+            if speculative:
+                if replay is not None:
+                    replay.run(capacity)
+                else:
+                    for _ in range(capacity):
                         batch.step()
-                    records = batch.records()
+                records = batch.records()
             positions: list[int] = []
-            for j in range(batch.capacity):
+            for j in range(capacity):
                 if j > 0:  # before each further removal of the batch
                     stopped_by = halted(len(indices) + j)
                     if stopped_by:
@@ -1002,16 +1036,19 @@ class WassersteinRelevancy:
         )
 
     def _removed(self) -> None:
-        # after `_live` lost entries: drop what depends on it, compact if half is dead
+        # after `_live` lost entries: drop what depends on it (the loop compacts the
+        # storage before its next batch, not after its last)
         self._live_tensor = None
         self._live_array = None
         self._cache = None
         self._relevancy_cache = None
-        if 2 * len(self._live) < self._P.shape[0]:
+
+    def _compact_if_sparse(self) -> None:
+        if len(self._live) < _COMPACT_BELOW * self._P.shape[0]:
             self._compact()
 
     def _compact(self) -> None:
-        # Once more than half of the storage is dead, copy the live part (amortized
+        # Once a quarter of the storage is dead (_COMPACT_BELOW), copy the live part (amortized
         # O(n^2)) so that later removals and criteria scale with the current n.
         a = self._live_index
         precision, product = self._sub(self._P), self._sub(self._Q)

@@ -1,0 +1,155 @@
+"""Seconds of W-DBO's removal loop against when its storage is compacted (JSON).
+
+The batched removal loop (:meth:`dynbo.relevancy.WassersteinRelevancy.remove_least_relevant`)
+works in place on the criterion's ``(n, n)`` storage and each removal step reads all of
+the storage's ``P`` (one matrix-vector product), dead rows included; compacting the
+storage copies the live part once (``P``, ``Q`` and ``C``; on CUDA the loop then
+captures its step again). The loop compacts before a batch once fewer than
+``criterion._COMPACT_BELOW`` of the storage's rows are live; this script times the loop
+with each of ``--fractions`` in its place.
+
+For each ``--sizes`` n, the W-DBO state of ``gpu.py`` (:func:`gpu.prepared_state`: fixed
+hyperparameters, two untimed iterations, so that the removal budget has grown) on
+``--device``; then the removal loop of the next iteration (at 602 s, the criterion built
+before the clock, the observations removed from the policy's GP included: ``removal_loop.py``'s
+:func:`removal_loop.run_loop`), ``--repeats`` times after one untimed warm-up, the
+fractions alternating in order from one repeat to the next within one process, so
+that a drift of the machine's speed meets every fraction alike. Per fraction: the
+median, minimum and maximum seconds, the compactions and (CUDA) captures of one loop.
+``same_removals`` says whether every fraction removed the same observations in the same
+order (a compaction sums the same products in another order, so a choice between
+relevancies equal to rounding could go the other way; the script reports it, it does
+not assume it).
+
+The thread pools are pinned to ``--threads`` before NumPy and torch load; the JSON
+records the machine's load before and after (a load near the CPU count means other work
+shared the cores and the times are upper bounds).
+
+    python benchmarks/removal_compaction.py [--sizes 200 600 1500 3000]
+        [--fractions 0.5 0.75 0.9] [--repeats 5] [--device cpu] [--threads 1]
+        [--out docs/results/removal_compaction.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+# importing it pins the thread pools (from --threads) before NumPy and torch load
+from wdbo_iteration import machine_record, synchronize  # isort: skip
+
+import torch  # noqa: E402
+from gpu import parse_state_arguments, prepared_state, state_arguments  # noqa: E402
+from removal_loop import run_loop  # noqa: E402
+
+import dynbo.relevancy.criterion as criterion  # noqa: E402
+
+
+class Counted:
+    """Counts the calls of ``owner.name`` (a function or method) while installed."""
+
+    def __init__(self, owner: object, name: str) -> None:
+        self.owner, self.name, self.calls = owner, name, 0
+        self.original = getattr(owner, name)
+
+    def __enter__(self) -> Counted:
+        original = self.original
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        setattr(self.owner, self.name, counted)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.owner, self.name, self.original)
+
+
+def one_loop(state: dict, fraction: float, device: str) -> tuple[float, list[float], int, int]:
+    """``(seconds, removal times, compactions, captures)`` of one loop with ``fraction``."""
+    saved = criterion._COMPACT_BELOW
+    criterion._COMPACT_BELOW = fraction
+    try:
+        with (
+            Counted(criterion.WassersteinRelevancy, "_compact") as compactions,
+            Counted(criterion, "_capture") as captures,
+        ):
+            synchronize(device)
+            start = time.perf_counter()
+            _, outcome, _, _ = run_loop(state, batched=True)
+            synchronize(device)
+            seconds = time.perf_counter() - start
+    finally:
+        criterion._COMPACT_BELOW = saved
+    return seconds, list(outcome.times), compactions.calls, captures.calls
+
+
+def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
+    """Every fraction's loop on the W-DBO state entering with about ``n`` observations."""
+    state = prepared_state("wdbo", n - 2, args.dim, args.seed, args.device)
+    fractions = list(args.fractions)
+    seconds: dict[float, list[float]] = {f: [] for f in fractions}
+    removed: dict[float, list[float]] = {}
+    counts: dict[float, tuple[int, int]] = {}
+    for repeat in range(args.repeats + 1):
+        order = fractions if repeat % 2 else fractions[::-1]
+        for fraction in order:
+            elapsed, times, compactions, captures = one_loop(state, fraction, args.device)
+            if repeat:  # the first repeat is the warm-up
+                seconds[fraction].append(elapsed)
+            removed[fraction] = times
+            counts[fraction] = (compactions, captures)
+    first = removed[fractions[0]]
+    return {
+        "n": len(state["data"]["t"]),
+        "removals": len(first),
+        "same_removals": all(times == first for times in removed.values()),
+        "fractions": [
+            {
+                "compact_below": fraction,
+                "seconds": statistics.median(seconds[fraction]),
+                "seconds_min": min(seconds[fraction]),
+                "seconds_max": max(seconds[fraction]),
+                "compactions": counts[fraction][0],
+                "captures": counts[fraction][1],
+            }
+            for fraction in fractions
+        ],
+        "repeats": args.repeats,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    state_arguments(parser, [200, 600, 1500, 3000])
+    parser.set_defaults(repeats=5)
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.5, 0.75, 0.9])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parse_state_arguments(parser, argv)
+    if not all(0.0 < f <= 1.0 for f in args.fractions):
+        parser.error("--fractions must be in (0, 1]")
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    report: dict[str, object] = {
+        "benchmark": "removal_compaction",
+        "command": " ".join(["benchmarks/removal_compaction.py", *sys.argv[1:]]),
+        "default_compact_below": criterion._COMPACT_BELOW,
+        "sizes": [],
+    }
+    for n in args.sizes:
+        report["sizes"].append(measure(n, args))  # type: ignore[union-attr]
+        report.update(machine_record(args.threads, load_before, args.device))
+        text = json.dumps(report, indent=1)
+        if args.out is not None:  # after every size: a run stopped midway keeps its sizes
+            args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
