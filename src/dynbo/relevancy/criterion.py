@@ -224,7 +224,7 @@ class _RemovalBatch:
     and updates only what the criterion reads, in O(n) each: ``P_ii``, ``Q_ii``,
     ``alpha``, ``C alpha`` and ``(P C P)_ii``. A step then reads one column of ``P`` and
     ``Q``, makes one product ``P q`` (O(n^2) reads) and O(n capacity) corrections, in a
-    fixed number of tensor operations (34 kernels; none of them Python-level O(n) work)
+    fixed number of tensor operations (32 kernels; none of them Python-level O(n) work)
     and without a host synchronization: it takes its argmin on the device, so that a GPU
     runs a whole batch before the host reads anything.
 
@@ -254,17 +254,16 @@ class _RemovalBatch:
         # per step j: u_j and q_j, and u_j / pi_j (zero past the steps taken)
         self._columns = P.new_zeros((capacity, 2, n))
         self._scaled = P.new_zeros((capacity, n))
-        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2, 1 / pi_j and alpha_{o_j} / pi_j
-        # (one row, stored by one kernel) and the storage position o_j
-        self._scalars = P.new_zeros((capacity, 4))
+        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2 and alpha_{o_j} / pi_j (one
+        # row, stored by one kernel) and the storage position o_j
+        self._scalars = P.new_zeros((capacity, 3))
         self._records = self._scalars[:, 0:2]
-        self._inverse_pivots = self._scalars[:, 2]
-        self._alpha_steps = self._scalars[:, 3]
+        self._alpha_steps = self._scalars[:, 2]
         self._positions = torch.zeros(capacity, dtype=torch.long, device=P.device)
         # the torch step's index and its results before they are stored at that row
         self._step = torch.zeros(1, dtype=torch.long, device=P.device)
         self._step_vectors = P.new_empty((3, n))  # u, q, u / pi
-        self._step_scalars = P.new_empty(4)
+        self._step_scalars = P.new_empty(3)
         self._step_position = torch.empty(1, dtype=torch.long, device=P.device)
         on_cpu = P.device.type == "cpu"
         self._host_records = self._records.numpy() if on_cpu else None
@@ -313,8 +312,8 @@ class _RemovalBatch:
         normalizer = torch.sum(torch.addcmul(terms[1], alpha, c_alpha), 0, True, out=scalars[1:2])
         # W_D = 0: every relevancy is 0 (_normalize) and the first observation the argmin
         key = torch.where(live, squared.mul_(normalizer > 0), self._infinity)
-        o = torch.argmin(key, 0, True, out=self._step_position)
-        torch.index_select(squared, 0, o, out=scalars[0:1])
+        # the least live value and its first index (argmin's, on ties), in one kernel
+        o = torch.min(key, 0, True, out=(scalars[0:1], self._step_position))[1]
         # columns o of P_k and Q_k: the starting ones minus the batch's rank-one terms
         # (over every row: those of the steps not taken yet are zero)
         vectors = self._step_vectors
@@ -330,10 +329,9 @@ class _RemovalBatch:
         s.addmv_(self._columns[:, 0].T, torch.mv(self._scaled, q), alpha=-1.0)
         # P_k[o, o], alpha_o and (P_k C P_k)[o, o] as the terms hold them
         at_o = terms.index_select(1, o)
-        inverse = torch.reciprocal(at_o[0], out=scalars[2:3])
-        step_alpha = torch.mul(at_o[2], inverse, out=scalars[3:4])
+        step_alpha = torch.div(at_o[2], at_o[0], out=scalars[2:3])
         s_o = at_o[4]
-        u_scaled = torch.mul(u, inverse, out=vectors[2])
+        u_scaled = torch.div(u, at_o[0], out=vectors[2])
         # remove()'s rank-one updates, on the diagonals and vectors only:
         # P_ii -= u_i^2 / pi, Q_ii -= q_i u_i / pi, [alpha; C alpha] -= [u; q] alpha_o / pi
         # and (P C P)_ii -= 2 s_i u_i / pi - u_i^2 s_o / pi^2
@@ -389,7 +387,7 @@ class _RemovalBatch:
 class _GraphedRemovalStep:
     """The torch step of one removal batch on a CUDA device, replayed from a graph.
 
-    A torch step is a fixed sequence of small kernels (34) on buffers that do not move,
+    A torch step is a fixed sequence of small kernels (32) on buffers that do not move,
     the same at every step (:class:`_RemovalBatch`): issuing them one by one from Python
     was most of the loop's time on a GPU at n = 1000 (0.38 ms per removal on an H200).
     The step is captured once per storage into a CUDA graph and every later step of the
@@ -478,7 +476,6 @@ class _HostViews:
         self.columns = batch._columns.numpy()
         self.scaled = batch._scaled.numpy()
         self.alpha_steps = batch._alpha_steps.numpy()
-        self.inverse_pivots = batch._inverse_pivots.numpy()
         self.positions = batch._positions.numpy()
         self.records = batch._records.numpy()
         self.pq = rel._PQ.numpy()
@@ -519,14 +516,11 @@ class _HostViews:
             s -= self.columns[:k, 0].T @ (self.scaled[:k] @ q)
         at_o = terms[:, o].copy()
         # a zero pivot (P_oo = 0: a singular P, never a positive definite one) gives inf
-        # as in torch, and NumPy warns of what follows
-        pivot = float(at_o[0])
-        inverse = 1.0 / pivot if pivot != 0.0 else math.copysign(math.inf, pivot)
-        self.inverse_pivots[k] = inverse
-        step_alpha = at_o[2] * inverse
+        # or nan as in torch, and NumPy warns
+        step_alpha = at_o[2] / at_o[0]
         self.alpha_steps[k] = step_alpha
         u_scaled = self.scaled[k]
-        np.multiply(u, inverse, out=u_scaled)
+        np.divide(u, at_o[0], out=u_scaled)
         terms[0:2] -= uq * u_scaled
         terms[2:4] -= uq * step_alpha
         pcp -= 2.0 * u_scaled * (s - 0.5 * u_scaled * at_o[4])
