@@ -6,6 +6,7 @@ import math
 import statistics
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -181,7 +182,51 @@ def test_graphed_removal_steps_on_cuda_equal_the_eager_ones_bit_for_bit(batch_si
     # and the CPU's loop chooses the same observations (the first 100: later choices
     # between relevancies equal to rounding may differ between devices)
     on_cpu = WassersteinRelevancy.from_gp(relevancy_gp("cpu", n=600), 600.0)
-    assert on_cpu.remove_least_relevant(100, budget=math.inf).indices == eager.indices[:100]
+    cpu = on_cpu.remove_least_relevant(100, budget=math.inf)
+    assert cpu.indices == eager.indices[:100]
+    np.testing.assert_allclose(eager.relevancies[:100], cpu.relevancies, rtol=1e-8, atol=1e-12)
+
+
+@requires_cuda
+def test_graphed_removal_loops_in_several_threads_equal_the_eager_one(monkeypatch):
+    # the service runs studies in threads: their captures take turns on the device's one
+    # capture stream, and a thread's synchronizing calls stay legal while another
+    # captures; every loop captures (no fallback) and removes what the eager loop
+    # removes, bit for bit
+    from dynbo.relevancy import criterion
+
+    captured = []
+    capture = criterion._capture
+
+    def counted(batch):
+        replay = capture(batch)
+        captured.append(replay is not None)  # list.append is atomic
+        return replay
+
+    monkeypatch.setattr(criterion, "_capture", counted)
+    gp = relevancy_gp("cuda", n=600)
+    eager = WassersteinRelevancy.from_gp(gp, 600.0).remove_least_relevant(
+        400, budget=math.inf, graphed=False
+    )
+    results, errors = [None] * 4, []
+
+    def run(i):
+        try:
+            relevancy = WassersteinRelevancy.from_gp(gp, 600.0)
+            results[i] = relevancy.remove_least_relevant(400, budget=math.inf, graphed=True)
+        except BaseException as err:  # reported below, from the test's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(captured) >= 4 and all(captured)
+    for removals in results:
+        assert removals.indices == eager.indices
+        assert removals.relevancies == eager.relevancies
 
 
 def test_the_gpu_benchmark_runs_end_to_end_on_the_cpu(tmp_path):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,9 +200,10 @@ class Removals:
         stopped_by: ``"budget"`` (the next least relevant observation costs more than
             the budget, or the budget is 1 or less), ``"limit"`` (``limit`` removals)
             or ``"stop"`` (the ``stop`` callback returned ``True``).
-        batches: starting states computed (one O(n^2) pass over ``P`` and ``Q`` each).
+        batches: starting states computed (one O(n^2) pass over ``P`` and ``Q`` each;
+            a CUDA capture's warm-up not counted).
         steps: removals computed, including those a speculative batch computed past
-            the loop's end and discarded.
+            the loop's end and discarded (a CUDA capture's warm-up step not counted).
     """
 
     indices: list[int]
@@ -400,25 +402,31 @@ class _GraphedRemovalStep:
 
     def __init__(self, batch: _RemovalBatch) -> None:
         device = batch._live.device
-        stream = _capture_stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            # warm-up on the capture stream (its cuBLAS handle and workspace); the loop's
-            # load() starts the batch over before its steps
-            batch.load()
-            batch.step()
-        torch.cuda.current_stream(device).wait_stream(stream)
         self.batch = batch
         self._graph = torch.cuda.CUDAGraph()
-        # capture_begin/end rather than torch.cuda.graph, whose entry also empties the
-        # allocator's cache (and may collect garbage): per loop, a cost the replays must earn
-        torch.cuda.synchronize(device)
-        with torch.cuda.stream(stream):
-            self._graph.capture_begin()
-            try:
+        # one capture at a time per process: the device's capture stream is shared by
+        # every thread (the service runs studies in threads), and what another thread
+        # issued on it mid-capture would be recorded into this graph
+        with _CAPTURE_LOCK:
+            stream = _capture_stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                # warm-up on the capture stream (its cuBLAS handle and workspace); the
+                # loop's load() starts the batch over before its steps
+                batch.load()
                 batch.step()
-            finally:
-                self._graph.capture_end()
+            torch.cuda.current_stream(device).wait_stream(stream)
+            # capture_begin/end rather than torch.cuda.graph, whose entry also empties
+            # the allocator's cache (and may collect garbage): per loop, a cost the
+            # replays must earn. "thread_local": other threads' synchronizing calls
+            # (a read of a scalar, a host-to-device copy) stay legal during the capture
+            torch.cuda.synchronize(device)
+            with torch.cuda.stream(stream):
+                self._graph.capture_begin(capture_error_mode="thread_local")
+                try:
+                    batch.step()
+                finally:
+                    self._graph.capture_end()
 
     def run(self, steps: int) -> None:
         """``steps`` more steps of the batch (after its :meth:`_RemovalBatch.load`)."""
@@ -431,6 +439,16 @@ class _GraphedRemovalStep:
 #: the process's life, so a fresh stream per capture (from torch's pool of 32) would
 #: hold one more workspace per capture, up to 32
 _CAPTURE_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
+
+#: held by a capture from its warm-up to its end (and while a capture stream is made)
+_CAPTURE_LOCK = threading.RLock()
+
+#: a loop captures its step once a batch of at least this many steps is due (after 3
+#: removals), so that a loop of a few removals, W-DBO's usual iteration, never captures:
+#: a capture costs its warm-up step, one O(n^2) load, a device synchronization and the
+#: instantiation of a graph of one step (estimated at 0.15 ms from the 4.6 us per node
+#: of the 64-step graphs profiled on an H200), about two eager steps; not yet measured
+_CAPTURE_FROM_STEPS = 4
 
 
 def _capture_stream(device: torch.device) -> torch.cuda.Stream:
@@ -931,7 +949,7 @@ class WassersteinRelevancy:
                 Without it, a CPU batch steps in NumPy (:class:`_HostViews`); with it,
                 in torch on any device.
             graphed: replay the speculative steps from a CUDA graph of one step,
-                captured once per storage from the loop's first batch of several steps
+                captured once per storage from the loop's first batch of 4 or more steps
                 on (:class:`_GraphedRemovalStep`: the same numbers bit for bit, without
                 Python issuing each step's kernels). Default: speculative on CUDA.
 
@@ -979,8 +997,7 @@ class WassersteinRelevancy:
                 batch = replay = None
                 # the speculative mode is the GPU's: torch steps on any device
                 batch = _RemovalBatch(self, min(batch_size, limit), numpy_steps=not speculative)
-            # a loop of one batch of one step (W-DBO's usual iteration) never captures
-            if graphed and replay is None and capacity > 1:
+            if graphed and replay is None and capacity >= _CAPTURE_FROM_STEPS:
                 replay = _capture(batch)
                 graphed = replay is not None
             batch.load()
