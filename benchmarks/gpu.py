@@ -51,13 +51,14 @@ measurement has no prediction at the first size it runs at. The JSON is written 
 A session with a GPU (the device tool's ``run``: one command, ``timeout_s=570``, on a
 machine whose python3 has torch, botorch, gpytorch, scipy and threadpoolctl; files come
 back from ``$OUT``) runs, from the repository root, the CUDA tests (under a minute on
-an H200) and then this script (``--total-seconds 360``: the script stops starting
-measurements after 6 minutes and skips the rest with a note)::
+an H200), then this script (``--total-seconds 300``: the script stops starting
+measurements after 5 minutes and skips the rest with a note; ``--max-seconds 15``
+skips the CPU thread's W-DBO above n = 1000), then ``removal_compaction.py``::
 
     export PYTHONPATH=src PYTHONUNBUFFERED=1; python3 -m pytest -q -p no:randomly -rs \\
         tests/test_cuda.py 2>&1 | tee $OUT/test_cuda.log; python3 benchmarks/gpu.py \\
-        --device cuda --sizes 200 1000 5000 10000 --repeats 3 --max-seconds 60 \\
-        --total-seconds 360 --out $OUT/gpu.json > $OUT/gpu.stdout; \\
+        --device cuda --sizes 200 1000 5000 10000 --repeats 3 --max-seconds 15 \\
+        --total-seconds 300 --out $OUT/gpu.json > $OUT/gpu.stdout; \\
         python3 benchmarks/removal_compaction.py --device cuda --sizes 1000 10000 \\
         --repeats 3 --out $OUT/removal_compaction_cuda.json > /dev/null
 
