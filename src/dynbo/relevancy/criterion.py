@@ -292,7 +292,9 @@ class _RemovalBatch:
         terms[2:4].copy_(rel._AC)
         terms[4].copy_(rel._storage_column_dots())
         self._live.zero_().index_fill_(0, rel._live_index, True)
-        if self._host is None and self.count:
+        if self._host is not None:
+            self._host.squared.fill(np.inf)
+        elif self.count:
             # the torch step's corrections read every row: the previous run's go to zero
             self._columns[: self.count].zero_()
             self._scaled[: self.count].zero_()
@@ -498,8 +500,9 @@ class _HostViews:
         self.records = batch._records.numpy()
         self.pq = rel._PQ.numpy()
         self.p = rel._P.numpy()
-        # W_i^2 / lambda^2 of the live entries (the removed ones keep stale values)
-        self.squared = np.zeros_like(self.terms[0])
+        # W_i^2 / lambda^2 of the live entries and inf at the removed ones (load() and
+        # each step set those): the argmin's key as it is
+        self.squared = np.full_like(self.terms[0], np.inf)
 
     def step(self, k: int) -> None:
         """Step ``k`` of the batch (``k`` steps done before it)."""
@@ -507,20 +510,23 @@ class _HostViews:
         pii, qii, alpha, c_alpha, pcp = terms
         record = self.records[k]
         # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11), as the torch step; only
-        # at the live entries (the removed ones would be 0 / 0, and the key below is inf
-        # there anyway): no warning to silence, where an errstate per step cost a tenth of
-        # the step
+        # at the live entries (the removed ones would be 0 / 0; they stay inf, so that the
+        # argmin needs no key of its own): no warning to silence, where an errstate per
+        # step cost a tenth of the step
         squared = np.divide(pii + alpha * alpha, pii * pii, out=self.squared, where=live)
-        squared *= np.maximum(pcp, 0.0)
-        # ufunc methods, not np.sum/np.argmin: the same reductions without their wrappers
-        normalizer = np.add.reduce(qii + alpha * c_alpha)
+        np.multiply(squared, np.maximum(pcp, 0.0), out=squared, where=live)
+        # the removed entries of qii, alpha and C alpha are 0
+        normalizer = float(np.add.reduce(qii) + alpha @ c_alpha)
         record[1] = normalizer
-        # W_D = 0: every relevancy is 0 (recorded so) and the first observation the argmin
-        squared *= normalizer > 0
-        key = np.where(live, squared, np.inf)
-        o = int(key.argmin())
+        if normalizer > 0:
+            o = int(squared.argmin())
+            record[0] = squared[o]
+        else:
+            # W_D = 0: every relevancy is 0 (recorded so) and the first live observation
+            # the argmin
+            o = int(live.argmax())
+            record[0] = 0.0
         self.positions[k] = o
-        record[0] = squared[o]
         n = live.shape[0]
         uq = self.columns[k]
         uq[...] = self.pq[:, :, o]
@@ -544,6 +550,7 @@ class _HostViews:
         pcp -= 2.0 * u_scaled * (s - 0.5 * u_scaled * at_o[4])
         terms[:, o] = 0.0
         live[o] = False
+        squared[o] = np.inf
 
 
 class WassersteinRelevancy:
