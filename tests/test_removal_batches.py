@@ -172,7 +172,7 @@ def test_a_speculative_cpu_loop_keeps_the_torch_steps(monkeypatch):
 def test_the_graphed_loop_replays_its_steps_and_recaptures_after_a_compaction(monkeypatch):
     # on CUDA, the speculative steps replay a captured graph of one step (tests/test_cuda.py
     # checks the graph itself); here the loop around it on a CPU, with a stand-in whose
-    # "replay" runs the same torch step: every batch of several steps replays, each from
+    # "replay" runs the same torch step: every batch of 4 or more steps replays, each from
     # the committed state (load()), and a new capture once a compaction has moved the
     # storage
     from dynbo.relevancy import criterion
