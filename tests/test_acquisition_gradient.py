@@ -113,6 +113,52 @@ def test_posterior_gradient_moments_equal_predict():
     assert torch.allclose(posterior.representer, dense, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("temporal", ["matern32", "matern12", "se", "wiener"])
+def test_a_known_query_time_gives_the_same_posterior_bit_for_bit(temporal):
+    # an acquisition at a given time passes it, and the temporal factor against the
+    # data is computed once (GP.temporal_row) instead of per call: the same numbers
+    gp = fitted("matern52", temporal)
+    z = torch.cat([probe_points(gp), torch.full((9, 1), 31.0, dtype=torch.float64)], 1)
+    fresh = gp.posterior_with_gradient(z)
+    known = gp.posterior_with_gradient(z, time=31.0)
+    for name in ("mean", "variance", "variance_weights", "representer"):
+        assert torch.equal(getattr(known, name), getattr(fresh, name)), name
+    assert torch.equal(known.cross.value, fresh.cross.value)
+    assert torch.equal(known.cross.radial, fresh.cross.radial)
+    assert torch.equal(known.gradient(1.0, 0.5), fresh.gradient(1.0, 0.5))
+    # the cached row follows the time, the data and the hyperparameters
+    row = gp.temporal_row(31.0)
+    assert gp.temporal_row(31.0) is row
+    assert gp.temporal_row(32.0) is not row
+
+    def reference(time):
+        at = torch.cat([gp.inputs[:1, :2], torch.full((1, 1), time, dtype=torch.float64)], 1)
+        return gp.kernel.temporal_factor(
+            gp.kernel.temporal_argument(at[:, 2], gp.inputs[:, 2])[0]
+            / gp.hyperparameters.lengthscale_time
+        )
+
+    gp.add(torch.tensor([[0.3, 0.6, 30.0]], dtype=torch.float64), 0.2)
+    assert gp.temporal_row(31.0).shape == (gp.n,)
+    assert torch.equal(gp.temporal_row(31.0), reference(31.0))
+    gp.remove(0)
+    assert torch.equal(gp.temporal_row(31.0), reference(31.0))
+    gp.set_hyperparameters(
+        Hyperparameters(
+            outputscale=1.3, lengthscale_space=(0.25,), lengthscale_time=3.0, noise=0.02
+        )
+    )
+    assert torch.equal(gp.temporal_row(31.0), reference(31.0))
+    after = gp.posterior_with_gradient(z, time=31.0)
+    assert torch.equal(after.mean, gp.posterior_with_gradient(z).mean)
+
+
+def test_a_gp_without_time_has_no_temporal_row():
+    gp = fitted("matern52", None)
+    with pytest.raises(ValueError, match="time"):
+        gp.temporal_row(1.0)
+
+
 @pytest.mark.parametrize("width", ["plain", "sandwich"])
 def test_ridge_widths_closed_form_equals_autograd(width):
     gp = fitted("matern52", None, n=30)

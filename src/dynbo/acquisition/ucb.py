@@ -462,7 +462,13 @@ class UpperConfidenceBound:
         if self.time_window is not None:
             return None
         closed_form = getattr(self.gp, "posterior_with_gradient", None)
-        posterior = None if closed_form is None else closed_form(self.inputs(points))
+        if closed_form is None:
+            posterior = None
+        elif self.time is not None and isinstance(self.gp, SpatioTemporalGP):
+            # every point at self.time (inputs() appends it): the temporal factor once
+            posterior = closed_form(self.inputs(points), time=float(self.time))
+        else:
+            posterior = closed_form(self.inputs(points))
         if posterior is None:
             return None
         sd = posterior.variance.sqrt()

@@ -143,6 +143,11 @@ class SpatioTemporalGP:
             hyperparameters = Hyperparameters(lengthscale_time=1.0 if kernel.uses_time else None)
         self._hyper = hyperparameters.for_kernel(kernel)
         self._lengthscale_cache: tuple[Hyperparameters, torch.Tensor] | None = None
+        # (time, hyperparameters, inputs, k_T row): both are replaced, never modified,
+        # when they change
+        self._temporal_row_cache: (
+            tuple[float, Hyperparameters, torch.Tensor, torch.Tensor] | None
+        ) = None
         self.standardize = standardize
         self.center = center
         self.dtype = dtype
@@ -591,7 +596,9 @@ class SpatioTemporalGP:
         var = var.reshape(*batch, m)
         return mean, (var if standardized else var * self._target_scale**2)
 
-    def posterior_with_gradient(self, test_inputs: torch.Tensor) -> PosteriorGradient | None:
+    def posterior_with_gradient(
+        self, test_inputs: torch.Tensor, *, time: float | None = None
+    ) -> PosteriorGradient | None:
         """Posterior moments at ``(m, input_dim)`` points and their gradients in closed form.
 
         The acquisition's inner loop: ``d mu / dx = sum_j alpha_j dk_j / dx`` and
@@ -599,6 +606,13 @@ class SpatioTemporalGP:
         :meth:`KernelSpec.covariance_with_gradient`, with the same triangular solves as
         :meth:`predict` and no autograd graph: about twice as fast per call up to
         ``n = 200`` (``benchmarks/acquisition_gradient.py``). Time columns are held fixed.
+
+        Args:
+            test_inputs: ``(m, input_dim)`` points.
+            time: the time of every row of ``test_inputs`` where the caller knows they
+                share one (an acquisition at a given time): the temporal factor against
+                the data is then computed once per time, data and hyperparameters, and
+                reused (:meth:`temporal_row`). It must equal the rows' time column.
 
         Returns:
             a :class:`PosteriorGradient` in standardized units, or ``None`` where the
@@ -609,8 +623,14 @@ class SpatioTemporalGP:
             return None
         z = test_inputs.to(dtype=self.dtype, device=self.device)
         h = self._hyper
+        row = None if time is None or self.kernel.temporal is None else self.temporal_row(time)
         cross = self.kernel.covariance_with_gradient(
-            z, self._inputs, self._lengthscale_space(), h.lengthscale_time, h.outputscale
+            z,
+            self._inputs,
+            self._lengthscale_space(),
+            h.lengthscale_time,
+            h.outputscale,
+            temporal_row=row,
         )
         if cross is None:
             return None
@@ -630,6 +650,31 @@ class SpatioTemporalGP:
             variance_weights=weights.mul_(-2.0),
             representer=representer,
         )
+
+    def temporal_row(self, time: float) -> torch.Tensor:
+        """``(n,)`` temporal factor ``k_T(time, t_j)`` of the data (no outputscale).
+
+        ``time`` in the time unit of the inputs. Cached until the time, the data or the
+        hyperparameters change: the same numbers as the factor of
+        :meth:`KernelSpec.covariance_with_gradient` at that time.
+        """
+        if self.kernel.temporal is None:
+            raise ValueError("this GP does not model time")
+        time = float(time)
+        cached = self._temporal_row_cache
+        if (
+            cached is None
+            or cached[0] != time
+            or cached[1] is not self._hyper
+            or cached[2] is not self._inputs
+        ):
+            d = self.kernel.dim
+            times = self._inputs[:, d]
+            at = times.new_full((1,), time)
+            argument = self.kernel.temporal_argument(at, times)[0]
+            row = self.kernel.temporal_factor(argument / self._hyper.lengthscale_time)
+            self._temporal_row_cache = cached = (time, self._hyper, self._inputs, row)
+        return cached[3]
 
     def _lengthscale_space(self) -> torch.Tensor:
         """``l_S`` as a tensor, cached until the hyperparameters change."""

@@ -319,11 +319,15 @@ class KernelSpec:
         lengthscale_space: torch.Tensor,
         lengthscale_time: torch.Tensor | float | None,
         scale: float = 1.0,
+        temporal_row: torch.Tensor | None = None,
     ) -> CrossCovarianceGradient | None:
         """``scale * k_S * k_T`` of ``(m, input_dim)`` against ``(n, input_dim)`` inputs.
 
         The gradients are in the spatial coordinates of ``inputs1``; its time column (if
         any) is held fixed, as when an acquisition is maximized at a given time.
+        ``temporal_row``: ``(n,)`` ``k_T`` of that one time against ``inputs2``'s, where
+        every row of ``inputs1`` has the same time (computed here from the time columns
+        if ``None``; an acquisition's search evaluates it once instead of per call).
 
         Returns:
             a :class:`CrossCovarianceGradient`, or ``None`` where ``k_S`` has no gradient
@@ -342,7 +346,9 @@ class KernelSpec:
         )
         value, radial = correlation_and_radial_derivative(self.spatial, r)
         factor: torch.Tensor | float = scale
-        if self.temporal is not None:
+        if self.temporal is not None and temporal_row is not None:
+            factor = temporal_row * scale  # (n,), the same for every row
+        elif self.temporal is not None:
             assert lengthscale_time is not None
             argument = self.temporal_argument(inputs1[:, d], inputs2[:, d])
             factor = self.temporal_factor(argument / lengthscale_time).mul_(scale)
