@@ -565,6 +565,9 @@ def test_the_constrained_acquisition_gradient_in_closed_form_equals_autograd(mod
     points = torch.rand(64, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     closed = wrapped.value_and_gradient(points)
     assert closed is not None
+    # each constraint GP was told the search's time (its temporal factor computed once)
+    timed = [gp for gp in p._constraints.gps if gp.kernel.uses_time]
+    assert timed and all(gp._temporal_row_cache[0] == float(acq.time) for gp in timed)
     x = points.clone().requires_grad_(True)
     values = wrapped(x)
     (auto,) = torch.autograd.grad(values.sum(), x)

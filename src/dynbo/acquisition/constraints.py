@@ -529,8 +529,12 @@ class SafeAcquisition:
             return None
         values, gradient = result
         if self.safety.names:
-            inputs = self.acquisition.inputs(unit)
-            posteriors = [gp.posterior_with_gradient(inputs) for gp in self.models.gps]
+            at = getattr(self.acquisition, "posterior_with_gradient", None)
+            if at is not None:  # the UCB's: each constraint GP told the search's time
+                posteriors = [at(gp, unit) for gp in self.models.gps]
+            else:
+                inputs = self.acquisition.inputs(unit)
+                posteriors = [gp.posterior_with_gradient(inputs) for gp in self.models.gps]
             if any(p is None for p in posteriors):
                 return None
             # each constraint in its standardized units: c_j = m_j + s_j (mu_j ...), so

@@ -447,6 +447,24 @@ class UpperConfidenceBound:
         column = points.new_full((*points.shape[:-1], 1), float(self.time))
         return torch.cat([points, column], dim=-1)
 
+    def posterior_with_gradient(self, model: Any, points: torch.Tensor) -> Any:
+        """``model``'s closed-form posterior and gradient at ``(m, d)`` unit-box points
+        (:meth:`SpatioTemporalGP.posterior_with_gradient` at :meth:`inputs`), or ``None``
+        where it has none. Without a look-ahead window every point is at :attr:`time`:
+        a :class:`SpatioTemporalGP` is told so, and computes its temporal factor against
+        the data once per time instead of per call (the same numbers). Also for the
+        constraint models of a safe search (:mod:`dynbo.acquisition.constraints`).
+        """
+        closed_form = getattr(model, "posterior_with_gradient", None)
+        if closed_form is None:
+            return None
+        inputs = self.inputs(points)
+        # inputs() appended the time column only where the objective's GP models time
+        at_time = self.time_window is None and self.time is not None and self.gp.kernel.uses_time
+        if at_time and isinstance(model, SpatioTemporalGP) and model.kernel.uses_time:
+            return closed_form(inputs, time=float(self.time))
+        return closed_form(inputs)
+
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
         mean, var = self.gp.predict(self.inputs(points), standardized=True)
         return self.sign * mean + self.kappa * var.sqrt()
@@ -461,14 +479,7 @@ class UpperConfidenceBound:
         """
         if self.time_window is not None:
             return None
-        closed_form = getattr(self.gp, "posterior_with_gradient", None)
-        if closed_form is None:
-            posterior = None
-        elif self.time is not None and isinstance(self.gp, SpatioTemporalGP):
-            # every point at self.time (inputs() appends it): the temporal factor once
-            posterior = closed_form(self.inputs(points), time=float(self.time))
-        else:
-            posterior = closed_form(self.inputs(points))
+        posterior = self.posterior_with_gradient(self.gp, points)
         if posterior is None:
             return None
         sd = posterior.variance.sqrt()
