@@ -668,11 +668,9 @@ class SpatioTemporalGP:
             or cached[1] is not self._hyper
             or cached[2] is not self._inputs
         ):
-            d = self.kernel.dim
-            times = self._inputs[:, d]
+            times = self._inputs[:, self.kernel.dim]
             at = times.new_full((1,), time)
-            argument = self.kernel.temporal_argument(at, times)[0]
-            row = self.kernel.temporal_factor(argument / self._hyper.lengthscale_time)
+            row = self.kernel.temporal_correlation(at, times, self._hyper.lengthscale_time)[0]
             self._temporal_row_cache = cached = (time, self._hyper, self._inputs, row)
         return cached[3]
 

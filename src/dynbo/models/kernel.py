@@ -224,6 +224,13 @@ class KernelSpec:
         assert self.temporal is not None
         return correlation(self.temporal, scaled)
 
+    def temporal_correlation(
+        self, t1: torch.Tensor, t2: torch.Tensor, lengthscale_time: torch.Tensor | float
+    ) -> torch.Tensor:
+        """``(..., n1, n2)`` ``k_T`` of ``(..., n1)`` against ``(..., n2)`` time stamps, at
+        ``l_T = lengthscale_time`` (in their time unit)."""
+        return self.temporal_factor(self.temporal_argument(t1, t2) / lengthscale_time)
+
     def temporal_factor_and_scale_derivative(
         self, scaled: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -308,8 +315,9 @@ class KernelSpec:
             corr = correlation(self.spatial, sq.clamp_min(_MIN_SQUARED_DISTANCE).sqrt())
         if self.temporal is not None:
             assert lengthscale_time is not None
-            argument = self.temporal_argument(inputs1[..., d], inputs2[..., d])
-            corr = corr * self.temporal_factor(argument / lengthscale_time)
+            corr = corr * self.temporal_correlation(
+                inputs1[..., d], inputs2[..., d], lengthscale_time
+            )
         return corr
 
     def covariance_with_gradient(
@@ -350,8 +358,8 @@ class KernelSpec:
             factor = temporal_row * scale  # (n,), the same for every row
         elif self.temporal is not None:
             assert lengthscale_time is not None
-            argument = self.temporal_argument(inputs1[:, d], inputs2[:, d])
-            factor = self.temporal_factor(argument / lengthscale_time).mul_(scale)
+            factor = self.temporal_correlation(inputs1[:, d], inputs2[:, d], lengthscale_time)
+            factor.mul_(scale)
         return CrossCovarianceGradient(
             value=value.mul_(factor),
             radial=radial.mul_(factor),
