@@ -53,18 +53,22 @@ machine whose python3 has torch, botorch, gpytorch, scipy and threadpoolctl; fil
 back from ``$OUT``) runs, from the repository root, the CUDA tests (under a minute on
 an H200), then this script (``--total-seconds 300``: the script stops starting
 measurements after 5 minutes and skips the rest with a note; ``--max-seconds 15``
-skips the CPU thread's W-DBO above n = 1000), then ``removal_compaction.py``::
+skips the CPU thread's W-DBO above n = 1000), then ``removal_compaction.py`` and
+``removal_candidates.py``::
 
     export PYTHONPATH=src PYTHONUNBUFFERED=1; python3 -m pytest -q -p no:randomly -rs \\
         tests/test_cuda.py 2>&1 | tee $OUT/test_cuda.log; python3 benchmarks/gpu.py \\
         --device cuda --sizes 200 1000 5000 10000 --repeats 3 --max-seconds 15 \\
         --total-seconds 300 --out $OUT/gpu.json > $OUT/gpu.stdout; \\
         python3 benchmarks/removal_compaction.py --device cuda --sizes 1000 10000 \\
-        --repeats 3 --out $OUT/removal_compaction_cuda.json > /dev/null
+        --repeats 3 --out $OUT/removal_compaction_cuda.json > /dev/null; \\
+        python3 benchmarks/removal_candidates.py --device cuda --sizes 1000 10000 \\
+        --per-step 0 2 4 8 --repeats 3 --out $OUT/removal_candidates_cuda.json > /dev/null
 
 then keeps the returned ``gpu.json`` as ``docs/results/gpu.json`` and writes its
-numbers, with the card, into ``docs/results.md`` (section "GPU"); the last command
-compares when the removal loop compacts its storage on the GPU (about a minute).
+numbers, with the card, into ``docs/results.md`` (section "GPU"); the last two
+commands compare when the removal loop compacts its storage on the GPU and how many
+candidates per step its products take (about a minute each).
 
     python benchmarks/gpu.py [--device cuda] [--sizes 200 1000 5000 10000] [--dim 2]
         [--repeats 3] [--max-seconds 60] [--total-seconds 420] [--seed 0] [--out FILE]
@@ -415,8 +419,8 @@ def write(report: dict[str, Any], out: Path | None) -> None:
 
 def state_arguments(parser: argparse.ArgumentParser, sizes: list[int]) -> None:
     """The options of a script that times :func:`prepared_state`'s states (shared with
-    ``removal_profile.py`` and ``removal_compaction.py``): ``--sizes`` (default ``sizes``),
-    ``--dim``, ``--seed``, ``--repeats`` and ``--out``."""
+    ``removal_profile.py``, ``removal_compaction.py`` and ``removal_candidates.py``):
+    ``--sizes`` (default ``sizes``), ``--dim``, ``--seed``, ``--repeats`` and ``--out``."""
     parser.add_argument("--sizes", type=int, nargs="+", default=sizes)
     parser.add_argument("--dim", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

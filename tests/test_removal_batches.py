@@ -102,6 +102,94 @@ def test_batches_remove_what_the_one_at_a_time_loop_removes(n, seed, speculative
     assert_same_state(reference, batched)
 
 
+@pytest.mark.parametrize("n,seed", [(60, 2), (150, 4), (300, 7)])
+def test_candidate_misses_end_the_batch_after_an_exact_removal(n, seed, monkeypatch):
+    # the torch steps take P_k q from products made for the least relevant candidates at
+    # the batch's start; with one candidate per step (4 by default) many steps miss: each
+    # miss's removal stands, the batch stops there, and the choices stay the paper's
+    from dynbo.relevancy import criterion
+
+    gp = random_gp(n, seed)
+    budget = 1.0 + 0.04 * n
+    reference = WassersteinRelevancy.from_gp(gp, 10.5)
+    indices, values, left, gaps = one_at_a_time(reference, n - 2, budget)
+    assert min(gaps) > DECIDED
+    default = WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(
+        n - 2, budget=budget, batch_size=7, speculative=True
+    )
+    exact_flags = []
+    real_records = criterion._RemovalBatch.records
+
+    def records(batch):
+        rows = real_records(batch)
+        exact_flags.extend(row[3] for row in rows)
+        return rows
+
+    monkeypatch.setattr(criterion._RemovalBatch, "records", records)
+    monkeypatch.setattr(criterion, "_CANDIDATES_PER_STEP", 1)
+    batched = WassersteinRelevancy.from_gp(gp, 10.5)
+    removals = batched.remove_least_relevant(n - 2, budget=budget, batch_size=7, speculative=True)
+    assert not all(exact_flags), "no step missed its candidates"
+    # (at 60 observations the misses fall on steps past the budget's stop)
+    assert (removals.misses > 0 and removals.batches > default.batches) or n == 60
+    assert default.misses == 0
+    assert removals.indices == indices == default.indices
+    np.testing.assert_allclose(removals.relevancies, values, rtol=1e-9)
+    assert removals.budget == pytest.approx(left, rel=1e-12)
+    assert_same_state(reference, batched)
+
+
+def test_torch_steps_without_candidates_make_their_own_products(monkeypatch):
+    # _CANDIDATES_PER_STEP = 0: each torch step reads all of P for its product, no misses
+    from dynbo.relevancy import criterion
+
+    gp = random_gp(150, 4)
+    budget = 1.0 + 0.04 * 150
+    reference = WassersteinRelevancy.from_gp(gp, 10.5)
+    indices, values, left, _ = one_at_a_time(reference, 148, budget)
+    monkeypatch.setattr(criterion, "_CANDIDATES_PER_STEP", 0)
+    batched = WassersteinRelevancy.from_gp(gp, 10.5)
+    removals = batched.remove_least_relevant(148, budget=budget, batch_size=7, speculative=True)
+    assert removals.indices == indices and removals.misses == 0
+    np.testing.assert_allclose(removals.relevancies, values, rtol=1e-9)
+    assert_same_state(reference, batched)
+
+
+def test_a_torch_step_takes_its_product_from_the_candidates_exactly():
+    # after k steps, P_k q_k from the candidates' products and the kept t_j = P q_j
+    # equals the product of the criterion's dense P and Q after those k removals
+    from dynbo.relevancy import criterion
+
+    gp = random_gp(80, 5)
+    relevancy = WassersteinRelevancy.from_gp(gp, 10.5)
+    dense = WassersteinRelevancy.from_gp(gp, 10.5)
+    batch = criterion._RemovalBatch(relevancy, 6, numpy_steps=False)
+    batch.load()
+    # 4 candidates per step, the 24 least relevant (the first step's choice among them)
+    assert batch._candidate_products.shape[0] == 24
+    slots = batch._candidate_slot
+    assert sorted(slots[slots >= 0].tolist()) == list(range(24))
+    order = torch.argsort(relevancy.relevancies())
+    assert set(torch.nonzero(slots >= 0).flatten().tolist()) == set(order[:24].tolist())
+    live = list(range(80))
+    for k in range(6):
+        batch.step()
+        position, _, _, exact = batch.record(k)
+        assert exact
+        # the dense criterion before this removal: s = P_k Q_k[:, o] over the live rows
+        index = live.index(position)
+        expected = dense.precision @ dense.product[:, index]
+        got = batch._step_products[k] - batch._columns[:k, 0].T @ (
+            batch._scaled[:k] @ batch._columns[k, 1]
+        )
+        rows = torch.tensor(live)
+        np.testing.assert_allclose(
+            got[rows].numpy(), expected.numpy(), rtol=0, atol=1e-9 * float(expected.abs().max())
+        )
+        dense.remove(index)
+        live.remove(position)
+
+
 @pytest.mark.parametrize(
     "n,seed,dtype", [(60, 2, "float64"), (300, 6, "float64"), (60, 3, "float32")]
 )
@@ -625,3 +713,25 @@ def test_the_compaction_benchmark_runs_end_to_end(tmp_path):
     assert second["compactions"] >= first["compactions"]
     assert first["captures"] == second["captures"] == 0
     assert report["default_compact_below"] == 0.75
+
+
+def test_the_candidates_benchmark_runs_end_to_end(tmp_path):
+    out = tmp_path / "candidates.json"
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [
+            sys.executable, "benchmarks/removal_candidates.py", "--sizes", "60",
+            "--per-step", "0", "1", "4", "--repeats", "1", "--out", str(out),
+        ],
+        cwd=root, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert json.loads(out.read_text()) == report
+    [size] = report["sizes"]
+    assert size["removals"] > 0 and size["same_removals"] is True
+    direct, one, four = size["settings"]
+    assert [s["candidates_per_step"] for s in size["settings"]] == [0, 1, 4]
+    # no candidates, no misses; each miss ends a batch early
+    assert direct["misses"] == 0 and one["batches"] >= four["batches"]
+    assert all(s["steps"] >= size["removals"] for s in size["settings"])
+    assert report["default_candidates_per_step"] == 4

@@ -154,6 +154,12 @@ _HOST_MAX_STORAGE = 512
 #: CUDA; ``benchmarks/removal_compaction.py``, ``docs/relevancy.md``)
 _COMPACT_BELOW = 0.75
 
+#: candidates per expected step of a torch removal batch (:class:`_RemovalBatch`; 0: each
+#: step makes its own product ``P q``, one read of ``P``): at 1000 and 3000 observations
+#: of W-DBO's state, 2 per step missed 0.3 % and 1.7 % of the removals, 4 none
+#: (``benchmarks/removal_candidates.py``, ``docs/relevancy.md``)
+_CANDIDATES_PER_STEP = 4
+
 
 def _column_dots(a: torch.Tensor, b: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:
     """``sum_i a_ij b_ij`` for every column ``j``, by blocks of rows.
@@ -204,6 +210,8 @@ class Removals:
             a CUDA capture's warm-up not counted).
         steps: removals computed, including those a speculative batch computed past
             the loop's end and discarded (a CUDA capture's warm-up step not counted).
+        misses: batches ended early because a removal was not among the batch's
+            candidates (torch steps; the removal stands and the next batch starts after it).
     """
 
     indices: list[int]
@@ -213,6 +221,7 @@ class Removals:
     stopped_by: str
     batches: int
     steps: int
+    misses: int = 0
 
 
 class _RemovalBatch:
@@ -225,10 +234,25 @@ class _RemovalBatch:
     zeroed). The batch keeps those columns instead of updating the ``(n, n)`` matrices,
     and updates only what the criterion reads, in O(n) each: ``P_ii``, ``Q_ii``,
     ``alpha``, ``C alpha`` and ``(P C P)_ii``. A step then reads one column of ``P`` and
-    ``Q``, makes one product ``P q`` (O(n^2) reads) and O(n capacity) corrections, in a
-    fixed number of tensor operations (32 kernels; none of them Python-level O(n) work)
-    and without a host synchronization: it takes its argmin on the device, so that a GPU
-    runs a whole batch before the host reads anything.
+    ``Q`` and makes O(n capacity) corrections, in a fixed number of tensor operations
+    (37 kernels; none of them Python-level O(n) work) and without a host
+    synchronization: it takes its argmin on the device, so that a GPU runs a whole batch
+    before the host reads anything.
+
+    The one O(n^2) product a step needs, ``P_k q`` with ``q = Q_k[:, o]``, comes from
+    products made before the batch (the NumPy steps make it at each step instead):
+    :meth:`load` takes the ``4 x steps`` live observations of least relevancy (the
+    batch's removals are almost always among them: all of 2496 removals at 1000 and
+    3000 observations) and makes ``P Q[:, c]`` for them in one matrix product, which a
+    GPU runs at its arithmetic rate where ``steps`` products ``P q`` would each read all
+    of ``P``. With ``t_j = P q_j`` kept per step, ``P q_k = (P Q)[:, o_k] - sum_j
+    (u_j[o_k] / pi_j) t_j`` and ``P_k q_k = P q_k - sum_j u_j (u_j . q_k) / pi_j``, both
+    O(n capacity). For that recursion the stored ``q_j`` keep their entries at the rows
+    removed earlier in the batch (the ``u_j`` and every term are zero there, so nothing
+    reads them; :meth:`commit` zeroes them with the removed rows). A step whose ``o`` is
+    not among the candidates (a miss) still chooses and records its removal exactly, but
+    the terms after it are wrong: the loop accepts the batch up to that step and starts
+    the next batch there.
 
     The torch step is the same kernels on the same buffers at every step: the step index
     lives on the device, the corrections run over every row of the buffers (the rows past
@@ -256,33 +280,47 @@ class _RemovalBatch:
         # per step j: u_j and q_j, and u_j / pi_j (zero past the steps taken)
         self._columns = P.new_zeros((capacity, 2, n))
         self._scaled = P.new_zeros((capacity, n))
-        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2 and alpha_{o_j} / pi_j (one
-        # row, stored by one kernel) and the storage position o_j
-        self._scalars = P.new_zeros((capacity, 3))
+        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2, alpha_{o_j} / pi_j and the
+        # candidate slot of o_j (-1: a miss) in one row, stored by one kernel; and the
+        # storage position o_j
+        self._scalars = P.new_zeros((capacity, 4))
         self._records = self._scalars[:, 0:2]
         self._alpha_steps = self._scalars[:, 2]
         self._positions = torch.zeros(capacity, dtype=torch.long, device=P.device)
         # the torch step's index and its results before they are stored at that row
         self._step = torch.zeros(1, dtype=torch.long, device=P.device)
-        self._step_vectors = P.new_empty((3, n))  # u, q, u / pi
-        self._step_scalars = P.new_empty(3)
+        self._step_vectors = P.new_empty((4, n))  # u, q, P q, u / pi
+        self._step_scalars = P.new_zeros(4)  # [3]: 0 (exact) where there are no candidates
         self._step_position = torch.empty(1, dtype=torch.long, device=P.device)
         on_cpu = P.device.type == "cpu"
-        self._host_records = self._records.numpy() if on_cpu else None
-        self._host_positions = self._positions.numpy() if on_cpu else None
         # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
         # small operations, and NumPy's cost per operation is a fraction of torch's
         # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
         numpy_dtype = P.dtype in (torch.float32, torch.float64)
         self._host = _HostViews(self) if on_cpu and numpy_steps and numpy_dtype else None
+        # the torch steps' candidates: rows (P Q[:, c])^T, each candidate's row (-1: not
+        # a candidate), and per step j, t_j = P q_j (zero past the steps taken)
+        # (none for the NumPy steps, or where _CANDIDATES_PER_STEP is 0: a step then makes
+        # its own product P q)
+        torch_steps = self._host is None and _CANDIDATES_PER_STEP > 0
+        rows = min(_CANDIDATES_PER_STEP * capacity, n) if torch_steps else 0
+        self._candidate_products = P.new_zeros((rows, n))
+        self._candidate_slot = torch.full((n,), -1, dtype=torch.long, device=P.device)
+        self._step_products = P.new_zeros((capacity if torch_steps else 0, n))
+        self._host_records = self._scalars.numpy() if on_cpu else None
+        self._host_positions = self._positions.numpy() if on_cpu else None
 
     def stale(self) -> bool:
         """Whether the relevancy's storage moved since the batch was made (a compaction
         copies it once a quarter of it is dead): the batch reads the old storage."""
         return self._storage is not self._relevancy._PQ
 
-    def load(self) -> None:
-        """Start over (no step taken) from the relevancy's current state, in the same buffers."""
+    def load(self, steps: int | None = None) -> None:
+        """Start over (no step taken) from the relevancy's current state, in the same buffers.
+
+        ``steps``: the steps the batch is expected to take (default: its capacity); the
+        torch steps take ``4 x steps`` candidates (fewer where fewer are live).
+        """
         rel = self._relevancy
         # the starting state's terms, as _terms computes them: P_ii, Q_ii, alpha, C alpha
         # and (P C P)_ii = sum_j P_ji Q_ji, over the storage (removed entries are 0)
@@ -294,12 +332,49 @@ class _RemovalBatch:
         self._live.zero_().index_fill_(0, rel._live_index, True)
         if self._host is not None:
             self._host.squared.fill(np.inf)
-        elif self.count:
-            # the torch step's corrections read every row: the previous run's go to zero
-            self._columns[: self.count].zero_()
-            self._scaled[: self.count].zero_()
+        else:
+            if self.count:
+                # the torch step's corrections read every row: the previous run's go to zero
+                self._columns[: self.count].zero_()
+                self._scaled[: self.count].zero_()
+                self._step_products[: self.count].zero_()
+            if self._candidate_products.shape[0]:
+                self._load_candidates(self.capacity if steps is None else steps)
         self._step.zero_()
         self.count = 0
+
+    def _load_candidates(self, steps: int) -> None:
+        """The candidates of the next ``steps`` torch steps and their products ``P Q[:, c]``.
+
+        The ``4 x steps`` least relevant live observations, among them the first step's
+        choice (by the same kernels as the step's), without a host synchronization.
+        """
+        rel = self._relevancy
+        count = min(self._candidate_products.shape[0], len(rel._live), _CANDIDATES_PER_STEP * steps)
+        key = self._key()
+        first = torch.min(key, 0, True)[1]
+        candidates = torch.topk(key, count, largest=False)[1]
+        # the first step's choice among them (topk may take another of equal values in its
+        # place): then in place of the last, the most relevant one
+        last = candidates[-1:]
+        last.copy_(torch.where((candidates == first).any(), last, first))
+        slots = torch.arange(count, device=candidates.device)
+        self._candidate_slot.fill_(-1).index_copy_(0, candidates, slots)
+        # rows (P Q[:, c])^T = Q[:, c]^T P, P being symmetric: one matrix product
+        torch.mm(rel._Q.index_select(1, candidates).T, rel._P, out=self._candidate_products[:count])
+
+    def _key(self) -> torch.Tensor:
+        """``(n,)`` the step's argmin key: ``W_i^2 / lambda^2`` of the live entries (0 for
+        all where ``W_D = 0``), inf at the removed ones; ``W_D^2 / lambda^2`` goes to the
+        step's scalars."""
+        terms, live = self._terms, self._live
+        pii, alpha, c_alpha, pcp = self._pii, self._alpha, self._c_alpha, self._pcp
+        # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11): lambda^2 is common
+        squared = torch.addcmul(pii, alpha, alpha).div_(pii * pii).mul_(pcp.clamp_min(0.0))
+        scalars = self._step_scalars
+        normalizer = torch.sum(torch.addcmul(terms[1], alpha, c_alpha), 0, True, out=scalars[1:2])
+        # W_D = 0: every relevancy is 0 (_normalize) and the first observation the argmin
+        return torch.where(live, squared.mul_(normalizer > 0), self._infinity)
 
     def step(self) -> None:
         """One more removal: the least relevant live observation, chosen on the device."""
@@ -308,34 +383,35 @@ class _RemovalBatch:
             self.count += 1
             return
         n = self._live.shape[0]
-        terms, live = self._terms, self._live
-        pii, alpha, c_alpha, pcp = self._pii, self._alpha, self._c_alpha, self._pcp
+        terms, live, pcp = self._terms, self._live, self._pcp
         scalars = self._step_scalars
-        # W_i^2 / lambda^2 (eq. 10) and W_D^2 / lambda^2 (eq. 11): lambda^2 is common
-        squared = torch.addcmul(pii, alpha, alpha).div_(pii * pii).mul_(pcp.clamp_min(0.0))
-        normalizer = torch.sum(torch.addcmul(terms[1], alpha, c_alpha), 0, True, out=scalars[1:2])
-        # W_D = 0: every relevancy is 0 (_normalize) and the first observation the argmin
-        key = torch.where(live, squared.mul_(normalizer > 0), self._infinity)
         # the least live value and its first index (argmin's, on ties), in one kernel
-        o = torch.min(key, 0, True, out=(scalars[0:1], self._step_position))[1]
+        o = torch.min(self._key(), 0, True, out=(scalars[0:1], self._step_position))[1]
         # columns o of P_k and Q_k: the starting ones minus the batch's rank-one terms
         # (over every row: those of the steps not taken yet are zero)
         vectors = self._step_vectors
         uq = torch.index_select(self._relevancy._PQ, 2, o, out=vectors[0:2, :, None])
         uq = uq.view(2, n)
         weights = self._scaled.index_select(1, o).view(1, self.capacity)
-        columns = self._columns.view(self.capacity, 2 * n)
-        uq.view(1, 2 * n).addmm_(weights, columns, alpha=-1.0)
-        uq.mul_(live)
-        u, q = uq[0], uq[1]
+        uq.view(1, 2 * n).addmm_(weights, self._columns.view(self.capacity, 2 * n), alpha=-1.0)
+        # u at the live rows only; q keeps the rows removed in this batch (see the class)
+        u, q = uq[0].mul_(live), uq[1]
+        if self._candidate_products.shape[0]:
+            # P q from o's candidate row minus the batch's terms; o's row is -1 on a miss
+            # (recorded; row 0 stands in, and the loop voids the steps after this one)
+            slot = self._candidate_slot.index_select(0, o)
+            scalars[3:4].copy_(slot)
+            t = torch.index_select(self._candidate_products, 0, slot.clamp_min(0), out=vectors[2:3])
+            t.addmm_(weights, self._step_products, alpha=-1.0)
+        else:
+            t = torch.mv(self._relevancy._P, q, out=vectors[2])
         # s = P_k q = (P_k C P_k)[:, o] (its removed entries only meet zeros of u below)
-        s = torch.mv(self._relevancy._P, q)
-        s.addmv_(self._columns[:, 0].T, torch.mv(self._scaled, q), alpha=-1.0)
+        s = torch.addmv(t.view(n), self._columns[:, 0].T, torch.mv(self._scaled, q), alpha=-1.0)
         # P_k[o, o], alpha_o and (P_k C P_k)[o, o] as the terms hold them
         at_o = terms.index_select(1, o)
         step_alpha = torch.div(at_o[2], at_o[0], out=scalars[2:3])
         s_o = at_o[4]
-        u_scaled = torch.div(u, at_o[0], out=vectors[2])
+        u_scaled = torch.div(u, at_o[0], out=vectors[3])
         # remove()'s rank-one updates, on the diagonals and vectors only:
         # P_ii -= u_i^2 / pi, Q_ii -= q_i u_i / pi, [alpha; C alpha] -= [u; q] alpha_o / pi
         # and (P C P)_ii -= 2 s_i u_i / pi - u_i^2 s_o / pi^2
@@ -347,30 +423,37 @@ class _RemovalBatch:
         # this step's results at its row
         k = self._step
         self._columns.index_copy_(0, k, vectors[None, 0:2])
-        self._scaled.index_copy_(0, k, vectors[None, 2])
+        if self._candidate_products.shape[0]:
+            self._step_products.index_copy_(0, k, vectors[2:3])
+        self._scaled.index_copy_(0, k, vectors[None, 3])
         self._scalars.index_copy_(0, k, scalars[None])
         self._positions.index_copy_(0, k, o)
         k.add_(1)
         self.count += 1
 
-    def records(self) -> list[tuple[int, float, float]]:
-        """``(storage position, W^2 / lambda^2, W_D^2 / lambda^2)`` of each step so far.
+    def records(self) -> list[tuple[int, float, float, bool]]:
+        """``(storage position, W^2 / lambda^2, W_D^2 / lambda^2, exact after)`` of each step.
 
-        Two device-to-host copies (on a CPU, views: no copy at all).
+        ``exact after``: whether the terms after the step are exact (``False`` after a
+        torch step's miss, see the class: the steps after it are void). Two
+        device-to-host copies (on a CPU, views: no copy at all).
         """
         positions = self._positions[: self.count].tolist()
         if self._host_records is not None:
             rows = self._host_records[: self.count].tolist()
         else:
-            rows = self._records[: self.count].tolist()
-        return [(p, squared, normalizer) for p, (squared, normalizer) in zip(positions, rows)]
+            rows = self._scalars[: self.count].tolist()
+        return [
+            (p, squared, normalizer, slot >= 0)
+            for p, (squared, normalizer, _, slot) in zip(positions, rows)
+        ]
 
-    def record(self, step: int) -> tuple[int, float, float]:
+    def record(self, step: int) -> tuple[int, float, float, bool]:
         """:meth:`records` of one step (CPU storage: reads of NumPy views, no tensor operation)."""
         if self._host_records is None or self._host_positions is None:
             return self.records()[step]
-        squared, normalizer = self._host_records[step]
-        return int(self._host_positions[step]), float(squared), float(normalizer)
+        squared, normalizer, _, slot = self._host_records[step]
+        return int(self._host_positions[step]), float(squared), float(normalizer), slot >= 0
 
     def commit(self, count: int) -> None:
         """Apply the first ``count`` steps to the relevancy's storage (a rank-``count`` update)."""
@@ -391,7 +474,7 @@ class _RemovalBatch:
 class _GraphedRemovalStep:
     """The torch step of one removal batch on a CUDA device, replayed from a graph.
 
-    A torch step is a fixed sequence of small kernels (32) on buffers that do not move,
+    A torch step is a fixed sequence of small kernels (37) on buffers that do not move,
     the same at every step (:class:`_RemovalBatch`): issuing them one by one from Python
     was most of the loop's time on a GPU at n = 1000 (0.38 ms per removal on an H200).
     The step is captured once per storage into a CUDA graph and every later step of the
@@ -979,7 +1062,7 @@ class WassersteinRelevancy:
         origins: list[int] = []
         values: list[float] = []
         size = 1 if speculative else batch_size
-        batches = steps = 0
+        batches = steps = misses = 0
 
         def halted(removed: int) -> str:
             # the loop's condition, then its deadline check: why it stops here, or ""
@@ -1007,7 +1090,7 @@ class WassersteinRelevancy:
             if graphed and replay is None and capacity >= _CAPTURE_FROM_STEPS:
                 replay = _capture(batch)
                 graphed = replay is not None
-            batch.load()
+            batch.load(capacity)
             if speculative:
                 if replay is not None:
                     replay.run(capacity)
@@ -1023,7 +1106,9 @@ class WassersteinRelevancy:
                         break
                 if not speculative:
                     batch.step()
-                position, squared, normalizer = records[j] if speculative else batch.record(j)
+                position, squared, normalizer, exact = (
+                    records[j] if speculative else batch.record(j)
+                )
                 # R = W / W_D as relevancies() computes it (lambda^2 in both terms)
                 normalizer *= self._lam2
                 value = math.sqrt(squared * self._lam2 / normalizer) if normalizer > 0 else 0.0
@@ -1033,6 +1118,11 @@ class WassersteinRelevancy:
                 budget /= 1.0 + value
                 values.append(value)
                 positions.append(position)
+                if not exact:
+                    # a candidates' miss: this removal stands, the batch's next steps
+                    # are void; the next batch starts after it
+                    misses += 1
+                    break
             steps += batch.count
             batch.commit(len(positions))
             for position in positions:
@@ -1051,6 +1141,7 @@ class WassersteinRelevancy:
             stopped_by=stopped_by,
             batches=batches,
             steps=steps,
+            misses=misses,
         )
 
     def _removed(self) -> None:
