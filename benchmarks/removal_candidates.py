@@ -30,17 +30,17 @@ records the machine's load before and after.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
-from wdbo_iteration import machine_record, synchronize  # isort: skip
+from wdbo_iteration import synchronize  # isort: skip
 
 import torch  # noqa: E402
 from gpu import parse_state_arguments, prepared_state, state_arguments  # noqa: E402
+from removal_compaction import report_sizes  # noqa: E402
 from removal_loop import run_loop  # noqa: E402
 
 import dynbo.relevancy.criterion as criterion  # noqa: E402
@@ -127,13 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         "default_candidates_per_step": criterion._CANDIDATES_PER_STEP,
         "sizes": [],
     }
-    for n in args.sizes:
-        report["sizes"].append(measure(n, args))  # type: ignore[union-attr]
-        report.update(machine_record(args.threads, load_before, args.device))
-        text = json.dumps(report, indent=1)
-        if args.out is not None:  # after every size: a run stopped midway keeps its sizes
-            args.out.write_text(text + "\n")
-    print(text)
+    report_sizes(report, args, load_before, measure)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
 from wdbo_iteration import machine_record, synchronize  # isort: skip
@@ -124,6 +125,24 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def report_sizes(
+    report: dict[str, object],
+    args: argparse.Namespace,
+    load_before: tuple[float, float, float],
+    measure: Callable[[int, argparse.Namespace], dict[str, object]],
+) -> None:
+    """``measure(n, args)`` for each of ``args.sizes`` into ``report["sizes"]``, with the
+    machine's record; the JSON goes to ``args.out`` after every size (a run stopped
+    midway keeps its sizes) and to stdout at the end."""
+    for n in args.sizes:
+        report["sizes"].append(measure(n, args))  # type: ignore[attr-defined]
+        report.update(machine_record(args.threads, load_before, args.device))
+        text = json.dumps(report, indent=1)
+        if args.out is not None:
+            args.out.write_text(text + "\n")
+    print(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     state_arguments(parser, [200, 600, 1500, 3000])
@@ -142,13 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         "default_compact_below": criterion._COMPACT_BELOW,
         "sizes": [],
     }
-    for n in args.sizes:
-        report["sizes"].append(measure(n, args))  # type: ignore[union-attr]
-        report.update(machine_record(args.threads, load_before, args.device))
-        text = json.dumps(report, indent=1)
-        if args.out is not None:  # after every size: a run stopped midway keeps its sizes
-            args.out.write_text(text + "\n")
-    print(text)
+    report_sizes(report, args, load_before, measure)
 
 
 if __name__ == "__main__":

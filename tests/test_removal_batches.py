@@ -693,18 +693,25 @@ def test_float32_batches_remove_what_the_one_at_a_time_loop_removes():
     assert removals.budget == pytest.approx(left, rel=1e-5)
 
 
-def test_the_compaction_benchmark_runs_end_to_end(tmp_path):
-    out = tmp_path / "compaction.json"
+def run_benchmark(tmp_path, script, *arguments):
+    """The JSON report of ``benchmarks/<script> <arguments> --repeats 1`` (stdout and
+    ``--out`` the same)."""
+    out = tmp_path / "report.json"
     root = Path(__file__).resolve().parents[1]
+    command = [sys.executable, f"benchmarks/{script}", *arguments, "--repeats", "1"]
     result = subprocess.run(
-        [
-            sys.executable, "benchmarks/removal_compaction.py", "--sizes", "40",
-            "--fractions", "0.5", "0.9", "--repeats", "1", "--out", str(out),
-        ],
+        [*command, "--out", str(out)],
         cwd=root, capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     report = json.loads(result.stdout)
     assert json.loads(out.read_text()) == report
+    return report
+
+
+def test_the_compaction_benchmark_runs_end_to_end(tmp_path):
+    report = run_benchmark(
+        tmp_path, "removal_compaction.py", "--sizes", "40", "--fractions", "0.5", "0.9"
+    )
     [size] = report["sizes"]
     assert size["removals"] > 0 and size["same_removals"] is True
     assert [f["compact_below"] for f in size["fractions"]] == [0.5, 0.9]
@@ -716,17 +723,9 @@ def test_the_compaction_benchmark_runs_end_to_end(tmp_path):
 
 
 def test_the_candidates_benchmark_runs_end_to_end(tmp_path):
-    out = tmp_path / "candidates.json"
-    root = Path(__file__).resolve().parents[1]
-    result = subprocess.run(
-        [
-            sys.executable, "benchmarks/removal_candidates.py", "--sizes", "60",
-            "--per-step", "0", "1", "4", "--repeats", "1", "--out", str(out),
-        ],
-        cwd=root, capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    report = json.loads(result.stdout)
-    assert json.loads(out.read_text()) == report
+    report = run_benchmark(
+        tmp_path, "removal_candidates.py", "--sizes", "60", "--per-step", "0", "1", "4"
+    )
     [size] = report["sizes"]
     assert size["removals"] > 0 and size["same_removals"] is True
     direct, one, four = size["settings"]
