@@ -188,6 +188,31 @@ def test_graphed_removal_steps_on_cuda_equal_the_eager_ones_bit_for_bit(batch_si
 
 
 @requires_cuda
+@pytest.mark.parametrize("graphed", [False, True])
+def test_removal_steps_on_cuda_with_candidates_equal_those_without(graphed, monkeypatch):
+    # the torch steps take each product P q from one matrix product per batch for its
+    # least relevant candidates (section 3 of docs/relevancy.md); with none (0 per step)
+    # every step makes its own: the same removals, the relevancies to rounding
+    from dynbo.relevancy import criterion
+
+    gp = relevancy_gp("cuda", n=600)
+    results = {}
+    for per_step in (0, 1, criterion._CANDIDATES_PER_STEP):
+        monkeypatch.setattr(criterion, "_CANDIDATES_PER_STEP", per_step)
+        relevancy = WassersteinRelevancy.from_gp(gp, 600.0)
+        removals = relevancy.remove_least_relevant(400, budget=math.inf, graphed=graphed)
+        results[per_step] = (removals, relevancy.precision.cpu())
+    (direct, p_direct) = results.pop(0)
+    assert direct.misses == 0
+    for removals, precision in results.values():
+        assert removals.indices == direct.indices
+        np.testing.assert_allclose(removals.relevancies, direct.relevancies, rtol=1e-8, atol=1e-12)
+        scale = float(p_direct.abs().max())
+        assert float((precision - p_direct).abs().max()) <= 1e-10 * scale
+    assert results[1][0].misses > 0  # one per step misses: the batches end early
+
+
+@requires_cuda
 def test_graphed_removal_loops_in_several_threads_equal_the_eager_one(monkeypatch):
     # the service runs studies in threads: their captures take turns on the device's one
     # capture stream, and a thread's synchronizing calls stay legal while another
