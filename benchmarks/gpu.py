@@ -16,6 +16,15 @@ GP with one factorization (``SpatioTemporalGP.set_data``) rather than n ``observ
 calls, each of which copies the n x n factor: that is O(n^3) copies, minutes at
 n = 10,000 on a CPU, for the same state.
 
+A whole W-DBO iteration, its fit included (``wdbo_fit``), is timed from a second W-DBO
+state prepared on the device as above but with the hyperparameters learned
+(``learn=True``: the iteration at 600 s fits them from the fixed ones, cold, the one at
+601 s warm), so that the timed iteration's fit starts warm from the previous optimum,
+as in a run (``fit_evaluations``; ``prepare_seconds`` includes the cold fit). Its
+state is loaded as it is on the CPU for the second pass, and its posteriors enter the
+agreement; its timed fits run on each device and may stop at optima that differ in
+the last digits, so its query can differ between the devices where the others agree.
+
 Measured, in two passes:
 
 1. On ``--device`` (default ``cuda``), size by size: the states are prepared there
@@ -113,11 +122,12 @@ TIMED_AT = 602.0  # the timed iteration and the time of the relevancies and post
 AGREEMENT_POINTS = 256
 
 
-def policy_options(device: str) -> dict[str, Any]:
-    """The options of every policy here: fixed hyperparameters, the horizon as time unit."""
+def policy_options(device: str, learn: bool = False) -> dict[str, Any]:
+    """The options of every policy here: fixed hyperparameters (``learn``: learned from
+    the fixed ones on), the horizon as time unit."""
     return {
         "time_scale": HORIZON,
-        "learn_hyperparameters": False,
+        "learn_hyperparameters": learn,
         "initial_hyperparameters": dict(FIXED_HYPERPARAMETERS),
         "device": device,
     }
@@ -128,13 +138,17 @@ def on_device(state: dict, device: str) -> Policy:
     return Policy.from_state_dict({**state, "config": {**state["config"], "device": device}})
 
 
-def prepared_state(name: str, n: int, dim: int, seed: int, device: str) -> dict:
+def prepared_state(
+    name: str, n: int, dim: int, seed: int, device: str, learn: bool = False
+) -> dict:
     """The state of policy ``name`` that holds ``n`` observations and ran two iterations.
 
     ``n`` observations of :func:`wdbo_iteration.objective` at uniform times in
     [0, 600] s (noise sd 0.05, the same draw for every policy of a seed), put into the
     GP with one factorization on ``device``; then iterations at 600 s and 601 s, each
-    query observed 0.5 s later. The state (CPU tensors) loads on any device.
+    query observed 0.5 s later. The state (CPU tensors) loads on any device. ``learn``:
+    the hyperparameters are learned from the fixed ones on (the first iteration's fit
+    starts cold, the second's warm; so does the next one's, as in a run).
     """
     rng = np.random.default_rng(seed)
     times = np.sort(rng.uniform(0.0, HORIZON, n))
@@ -142,7 +156,7 @@ def prepared_state(name: str, n: int, dim: int, seed: int, device: str) -> dict:
     values = np.array([objective(x, t) for x, t in zip(points, times)])
     values += 0.05 * rng.standard_normal(n)
     bounds = [[0.0] * dim, [1.0] * dim]
-    policy = make(name, bounds=bounds, seed=seed, **policy_options(device))
+    policy = make(name, bounds=bounds, seed=seed, **policy_options(device, learn))
     # the first observation through the API sets the clocks and bookkeeping as a run
     # does; the rest replace the data and the GP in the saved state
     policy.observe(points[0], float(times[0]), float(values[0]))
@@ -304,10 +318,16 @@ def timed_runs(
 
 
 def time_iteration(
-    state: dict, device: str, repeats: int, allowance: TimeAllowance, key: str, n: int
+    state: dict,
+    device: str,
+    repeats: int,
+    allowance: TimeAllowance,
+    key: str,
+    n: int,
 ) -> dict[str, Any]:
     """The timed ``suggest(602)`` from ``state`` on ``device`` (:func:`timed_runs`'s row,
-    with the policy's split, the size entering, the removals and the query)."""
+    with the policy's split, the size entering, the removals, the fit's likelihood
+    evaluations and the query)."""
 
     def iterate(policy: Policy) -> tuple[int, Any, np.ndarray]:
         entering = policy.dataset_size
@@ -328,9 +348,39 @@ def time_iteration(
         "cleaning_seconds": statistics.median(d.cleaning_seconds for d in splits),
         "acquisition_seconds": statistics.median(d.acquisition_seconds for d in splits),
         "fit_seconds": statistics.median(d.fit_seconds for d in splits),
+        "fit_evaluations": int(diagnostics.fit_evaluations),
         "acquisition_evaluations": int(diagnostics.acquisition_evaluations),
         "query": query.tolist(),
     }
+
+
+def time_fitted(
+    prepared: dict[str, dict],
+    args: argparse.Namespace,
+    device: str,
+    allowance: TimeAllowance,
+    n: int,
+) -> dict[str, Any]:
+    """W-DBO's iteration with its fit on ``device``: the state of :func:`prepared_state`
+    with ``learn=True`` (kept in ``prepared["wdbo_fit"]`` for the CPU pass; skipped with
+    a note where its preparation does not fit the time left or the device's memory)."""
+    refusal = allowance.refusal(f"fit-prepare@{device}", n, runs=1, capped=False)
+    if refusal is not None:
+        return {"skipped": f"preparing the state: {refusal}"}
+    start = time.perf_counter()
+    try:
+        prepared["wdbo_fit"] = prepared_state(
+            "wdbo", n - 2, args.dim, args.seed, device, learn=True
+        )
+    except Exception as err:  # noqa: BLE001 - only an allocation failure is a skip
+        if not out_of_memory(err):
+            raise
+        return {"skipped": f"preparing the state: out of memory on {device}"}
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    allowance.record(f"fit-prepare@{device}", n, seconds)
+    row = time_iteration(prepared["wdbo_fit"], device, args.repeats, allowance, f"fit@{device}", n)
+    return {**row, "prepare_seconds": seconds}
 
 
 def time_relevancies(
@@ -518,6 +568,7 @@ def main(argv: list[str] | None = None) -> None:
             timings["relevancies"], relevancies = time_relevancies(
                 prepared["st-gp-ucb"], device, args.repeats, allowance, f"rel@{device}", n
             )
+            timings["wdbo_fit"] = time_fitted(prepared, args, device, allowance, n)
         entry["on_device"] = timings
         if cuda:
             entry["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
@@ -538,6 +589,10 @@ def main(argv: list[str] | None = None) -> None:
             timings["relevancies"], _ = time_relevancies(
                 states[n]["st-gp-ucb"], "cpu", args.repeats, allowance, "rel@cpu-1", n
             )
+            if "wdbo_fit" in states[n]:
+                timings["wdbo_fit"] = time_iteration(
+                    states[n]["wdbo_fit"], "cpu", args.repeats, allowance, "fit@cpu-1", n
+                )
         entry["on_cpu_1_thread"] = timings
         speedup, queries = {}, {}
         for key, mine in entry["on_device"].items():

@@ -269,14 +269,18 @@ def test_the_gpu_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
     assert {"device_name", "cpu_name", "dtype", "hyperparameters", "elapsed_seconds"} <= set(report)
     [size] = report["sizes"]
     assert size["n"] == 20
-    kinds = {"wdbo", "bolt", "st-gp-ucb", "relevancies"}
+    kinds = {"wdbo", "bolt", "st-gp-ucb", "relevancies", "wdbo_fit"}
     for side in ("on_device", "on_cpu_1_thread"):
         assert set(size[side]) == kinds
         for row in size[side].values():
-            assert row["repeats"] == 1 and row["seconds"] > 0 and row["n"] <= 20
+            assert row["repeats"] == 1 and row["seconds"] > 0 and row["n"] <= 21
+        # the fixed hyperparameters: no fit; the fitted state: a warm-started fit
+        assert size[side]["wdbo"]["fit_evaluations"] == 0
+        assert size[side]["wdbo_fit"]["fit_evaluations"] > 0
+    assert size["on_device"]["wdbo_fit"]["prepare_seconds"] > 0
     assert set(size["speedup"]) == kinds
     agreement = size["agreement"]
-    for name in ("wdbo", "bolt", "st-gp-ucb"):
+    for name in ("wdbo", "bolt", "st-gp-ucb", "wdbo_fit"):
         # the same device twice: the same numbers
         assert agreement[name]["posterior_mean_max_rel_diff"] < 1e-12
         assert agreement[name]["posterior_variance_max_rel_diff"] < 1e-12
