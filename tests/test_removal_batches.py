@@ -452,6 +452,9 @@ def test_all_relevancies_zero_ties_go_to_the_first_observation():
         removals = relevancy.remove_least_relevant(25, budget=2.0, speculative=speculative)
         assert removals.indices == [0] * 25 and removals.origins == list(range(25))
         assert removals.relevancies == [0.0] * 25 and removals.budget == 2.0
+        # the torch steps' candidates take tied values in the order of their index, as
+        # the argmins do: no batch misses
+        assert removals.misses == 0
 
 
 def test_duplicated_observations_tie_and_either_copy_goes():

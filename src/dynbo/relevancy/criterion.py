@@ -209,9 +209,11 @@ class Removals:
         batches: starting states computed (one O(n^2) pass over ``P`` and ``Q`` each;
             a CUDA capture's warm-up not counted).
         steps: removals computed, including those a speculative batch computed past
-            the loop's end and discarded (a CUDA capture's warm-up step not counted).
+            the loop's end or after a miss and discarded (a CUDA capture's warm-up step
+            not counted).
         misses: batches ended early because a removal was not among the batch's
-            candidates (torch steps; the removal stands and the next batch starts after it).
+            candidates (torch steps; the removal stands and the next batch starts after
+            it, where the batch had steps left).
     """
 
     indices: list[int]
@@ -248,8 +250,9 @@ class _RemovalBatch:
     of ``P``. With ``t_j = P q_j`` kept per step, ``P q_k = (P Q)[:, o_k] - sum_j
     (u_j[o_k] / pi_j) t_j`` and ``P_k q_k = P q_k - sum_j u_j (u_j . q_k) / pi_j``, both
     O(n capacity). For that recursion the stored ``q_j`` keep their entries at the rows
-    removed earlier in the batch (the ``u_j`` and every term are zero there, so nothing
-    reads them; :meth:`commit` zeroes them with the removed rows). A step whose ``o`` is
+    removed earlier in the batch: the terms never read them (the later ``u_j`` are zero
+    there), ``P_k`` is zero in those columns to rounding, so that they add to ``P_k q_k``
+    only rounding, and :meth:`commit` zeroes them with the removed rows. A step whose ``o`` is
     not among the candidates (a miss) still chooses and records its removal exactly, but
     the terms after it are wrong: the loop accepts the batch up to that step and starts
     the next batch there.
@@ -353,9 +356,11 @@ class _RemovalBatch:
         count = min(self._candidate_products.shape[0], len(rel._live), _CANDIDATES_PER_STEP * steps)
         key = self._key()
         first = torch.min(key, 0, True)[1]
-        candidates = torch.topk(key, count, largest=False)[1]
-        # the first step's choice among them (topk may take another of equal values in its
-        # place): then in place of the last, the most relevant one
+        # equal values in the order of their index, as the steps' argmins take them (all
+        # relevancies are equal where W_D = 0)
+        candidates = torch.sort(key, stable=True)[1][:count]
+        # the first step's choice among them (a NaN key, which the argmin takes and the
+        # sort puts last): then in place of the last, the most relevant one
         last = candidates[-1:]
         last.copy_(torch.where((candidates == first).any(), last, first))
         slots = torch.arange(count, device=candidates.device)
@@ -1036,8 +1041,9 @@ class WassersteinRelevancy:
                 steps computed past the loop's end are discarded), with batch sizes 1,
                 2, 4, ... up to ``batch_size``. Default: on any device but the CPU,
                 where a value is read for free after each step and a batch stops there.
-                Without it, a CPU batch steps in NumPy (:class:`_HostViews`); with it,
-                in torch on any device.
+                Without it, a CPU batch steps in NumPy (:class:`_HostViews`), in batches
+                of up to ``batch_size``; with it, in torch on any device (torch steps,
+                speculative or not, in batches of 1, 2, 4, ...).
             graphed: replay the speculative steps from a CUDA graph of one step,
                 captured once per storage from the loop's first batch of 4 or more steps
                 on (:class:`_GraphedRemovalStep`: the same numbers bit for bit, without
@@ -1061,7 +1067,16 @@ class WassersteinRelevancy:
         indices: list[int] = []
         origins: list[int] = []
         values: list[float] = []
-        size = 1 if speculative else batch_size
+        # batches of 1, 2, 4, ... steps, except for the CPU's NumPy steps, which read each
+        # step's result for free and stop where the loop stops: a speculative batch
+        # computes all of its steps, and a torch batch makes its candidates' products
+        # for all of them, while a loop often stops after a few removals
+        numpy_steps = (
+            not speculative
+            and self._P.device.type == "cpu"
+            and self._P.dtype in (torch.float32, torch.float64)
+        )
+        size = batch_size if numpy_steps else 1
         batches = steps = misses = 0
 
         def halted(removed: int) -> str:
@@ -1121,7 +1136,7 @@ class WassersteinRelevancy:
                 if not exact:
                     # a candidates' miss: this removal stands, the batch's next steps
                     # are void; the next batch starts after it
-                    misses += 1
+                    misses += int(j + 1 < capacity)
                     break
             steps += batch.count
             batch.commit(len(positions))
