@@ -155,8 +155,8 @@ _HOST_MAX_STORAGE = 512
 _COMPACT_BELOW = 0.75
 
 #: candidates per expected step of a torch removal batch (:class:`_RemovalBatch`; 0: each
-#: step makes its own product ``P q``, one read of ``P``): at 1000 and 3000 observations
-#: of W-DBO's state, 2 per step missed 0.3 % and 1.7 % of the removals, 4 none
+#: step makes its own product ``P q``, one read of ``P``): on W-DBO's states of 600 to
+#: 3000 observations, 2 per step ended 17 batches early at 3000, 4 none
 #: (``benchmarks/removal_candidates.py``, ``docs/relevancy.md``)
 _CANDIDATES_PER_STEP = 4
 
@@ -244,16 +244,18 @@ class _RemovalBatch:
     The one O(n^2) product a step needs, ``P_k q`` with ``q = Q_k[:, o]``, comes from
     products made before the batch (the NumPy steps make it at each step instead):
     :meth:`load` takes the ``4 x steps`` live observations of least relevancy (the
-    batch's removals are almost always among them: all of 2496 removals at 1000 and
-    3000 observations) and makes ``P Q[:, c]`` for them in one matrix product, which a
-    GPU runs at its arithmetic rate where ``steps`` products ``P q`` would each read all
-    of ``P``. With ``t_j = P q_j`` kept per step, ``P q_k = (P Q)[:, o_k] - sum_j
-    (u_j[o_k] / pi_j) t_j`` and ``P_k q_k = P q_k - sum_j u_j (u_j . q_k) / pi_j``, both
-    O(n capacity). For that recursion the stored ``q_j`` keep their entries at the rows
-    removed earlier in the batch: the terms never read them (the later ``u_j`` are zero
-    there), ``P_k`` is zero in those columns to rounding, so that they add to ``P_k q_k``
-    only rounding, and :meth:`commit` zeroes them with the removed rows. A step whose ``o`` is
-    not among the candidates (a miss) still chooses and records its removal exactly, but
+    batch's removals are almost always among them: all of them on W-DBO's states of 600
+    to 3000 observations, ``benchmarks/removal_candidates.py``) and makes
+    ``P Q[:, c]`` for them in one matrix product, which a GPU runs at its arithmetic
+    rate where ``steps`` products ``P q`` would each read all of ``P``. With
+    ``t_j = P q_j`` kept per step,
+    ``P q_k = (P Q)[:, o_k] - sum_j (u_j[o_k] / pi_j) t_j`` and
+    ``P_k q_k = P q_k - sum_j u_j (u_j . q_k) / pi_j``, both O(n capacity). For that
+    recursion the stored ``q_j`` keep their entries at the rows removed earlier in the
+    batch: the terms never read them (the later ``u_j`` are zero there), ``P_k`` is
+    zero in those columns to rounding, so that they add to ``P_k q_k`` only rounding,
+    and :meth:`commit` zeroes them with the removed rows. A step whose ``o`` is not
+    among the candidates (a miss) still chooses and records its removal exactly, but
     the terms after it are wrong: the loop accepts the batch up to that step and starts
     the next batch there.
 
