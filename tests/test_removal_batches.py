@@ -165,12 +165,16 @@ def test_a_torch_step_takes_its_product_from_the_candidates_exactly():
     dense = WassersteinRelevancy.from_gp(gp, 10.5)
     batch = criterion._RemovalBatch(relevancy, 6, numpy_steps=False)
     batch.load()
-    # 4 candidates per step, the 24 least relevant (the first step's choice among them)
-    assert batch._candidate_products.shape[0] == 24
-    slots = batch._candidate_slot
-    assert sorted(slots[slots >= 0].tolist()) == list(range(24))
+    # 4 candidates per step, the 24 least relevant (the first step's choice among them),
+    # each with its row; the others share row 24, of zeros
+    assert batch._candidate_products.shape[0] == 25
+    assert not batch._candidate_products[24].any()
+    rows_of = batch._candidate_row
+    candidates = torch.nonzero(rows_of < 24).flatten()
+    assert sorted(rows_of[candidates].tolist()) == list(range(24))
     order = torch.argsort(relevancy.relevancies())
-    assert set(torch.nonzero(slots >= 0).flatten().tolist()) == set(order[:24].tolist())
+    assert set(candidates.tolist()) == set(order[:24].tolist())
+    assert set(batch._candidates.tolist()) == set(candidates.tolist())
     live = list(range(80))
     for k in range(6):
         batch.step()
@@ -179,7 +183,7 @@ def test_a_torch_step_takes_its_product_from_the_candidates_exactly():
         # the dense criterion before this removal: s = P_k Q_k[:, o] over the live rows
         index = live.index(position)
         expected = dense.precision @ dense.product[:, index]
-        got = batch._step_products[k] - batch._columns[:k, 0].T @ (
+        got = batch._columns[k, 2] - batch._columns[:k, 0].T @ (
             batch._scaled[:k] @ batch._columns[k, 1]
         )
         rows = torch.tensor(live)

@@ -237,7 +237,7 @@ class _RemovalBatch:
     and updates only what the criterion reads, in O(n) each: ``P_ii``, ``Q_ii``,
     ``alpha``, ``C alpha`` and ``(P C P)_ii``. A step then reads one column of ``P`` and
     ``Q`` and makes O(n capacity) corrections, in a fixed number of tensor operations
-    (37 kernels; none of them Python-level O(n) work) and without a host
+    (32 kernels; none of them Python-level O(n) work) and without a host
     synchronization: it takes its argmin on the device, so that a GPU runs a whole batch
     before the host reads anything.
 
@@ -256,8 +256,11 @@ class _RemovalBatch:
     zero in those columns to rounding, so that they add to ``P_k q_k`` only rounding,
     and :meth:`commit` zeroes them with the removed rows. A step whose ``o`` is not
     among the candidates (a miss) still chooses and records its removal exactly, but
-    the terms after it are wrong: the loop accepts the batch up to that step and starts
-    the next batch there.
+    the terms after it are wrong (a row of zeros stands in for its product): the host
+    finds it among the positions it reads back, and the loop accepts the batch up to
+    that step and starts the next batch there. The candidates' product row is gathered
+    and corrected with the columns (one row of ``u_j, q_j, t_j, u_j / pi_j`` per step),
+    so that the step has as many kernels as one that makes its own product.
 
     The torch step is the same kernels on the same buffers at every step: the step index
     lives on the device, the corrections run over every row of the buffers (the rows past
@@ -282,38 +285,39 @@ class _RemovalBatch:
         self._pii, self._alpha, self._c_alpha, self._pcp = terms[0], terms[2], terms[3], terms[4]
         self._live = torch.empty(n, dtype=torch.bool, device=P.device)
         self._infinity = P.new_full((), math.inf)
-        # per step j: u_j and q_j, and u_j / pi_j (zero past the steps taken)
-        self._columns = P.new_zeros((capacity, 2, n))
-        self._scaled = P.new_zeros((capacity, n))
-        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2, alpha_{o_j} / pi_j and the
-        # candidate slot of o_j (-1: a miss) in one row, stored by one kernel; and the
-        # storage position o_j
-        self._scalars = P.new_zeros((capacity, 4))
+        # per step j, one row of u_j, q_j, t_j = P q_j (the torch steps' candidates) and
+        # u_j / pi_j, stored by one kernel (zero past the steps taken)
+        self._columns = P.new_zeros((capacity, 4, n))
+        self._scaled = self._columns[:, 3]
+        # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2 and alpha_{o_j} / pi_j (one
+        # row, stored by one kernel) and the storage position o_j
+        self._scalars = P.new_zeros((capacity, 3))
         self._records = self._scalars[:, 0:2]
         self._alpha_steps = self._scalars[:, 2]
         self._positions = torch.zeros(capacity, dtype=torch.long, device=P.device)
         # the torch step's index and its results before they are stored at that row
         self._step = torch.zeros(1, dtype=torch.long, device=P.device)
         self._step_vectors = P.new_empty((4, n))  # u, q, P q, u / pi
-        self._step_scalars = P.new_zeros(4)  # [3]: 0 (exact) where there are no candidates
+        self._step_scalars = P.new_empty(3)
         self._step_position = torch.empty(1, dtype=torch.long, device=P.device)
         on_cpu = P.device.type == "cpu"
+        self._host_records = self._records.numpy() if on_cpu else None
+        self._host_positions = self._positions.numpy() if on_cpu else None
         # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
         # small operations, and NumPy's cost per operation is a fraction of torch's
         # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
         numpy_dtype = P.dtype in (torch.float32, torch.float64)
         self._host = _HostViews(self) if on_cpu and numpy_steps and numpy_dtype else None
-        # the torch steps' candidates: rows (P Q[:, c])^T, each candidate's row (-1: not
-        # a candidate), and per step j, t_j = P q_j (zero past the steps taken)
-        # (none for the NumPy steps, or where _CANDIDATES_PER_STEP is 0: a step then makes
-        # its own product P q)
+        # the torch steps' candidates (none for the NumPy steps, or where
+        # _CANDIDATES_PER_STEP is 0: a step then makes its own product P q): rows
+        # (P Q[:, c])^T and one row of zeros that stands in for a non-candidate's, each
+        # observation's row, and the candidates (on the device; the host reads them to
+        # find a miss)
         torch_steps = self._host is None and _CANDIDATES_PER_STEP > 0
         rows = min(_CANDIDATES_PER_STEP * capacity, n) if torch_steps else 0
-        self._candidate_products = P.new_zeros((rows, n))
-        self._candidate_slot = torch.full((n,), -1, dtype=torch.long, device=P.device)
-        self._step_products = P.new_zeros((capacity if torch_steps else 0, n))
-        self._host_records = self._scalars.numpy() if on_cpu else None
-        self._host_positions = self._positions.numpy() if on_cpu else None
+        self._candidate_products = P.new_zeros((rows + 1 if rows else 0, n))
+        self._candidate_row = torch.full((n,), rows, dtype=torch.long, device=P.device)
+        self._candidates: torch.Tensor | None = None
 
     def stale(self) -> bool:
         """Whether the relevancy's storage moved since the batch was made (a compaction
@@ -341,8 +345,6 @@ class _RemovalBatch:
             if self.count:
                 # the torch step's corrections read every row: the previous run's go to zero
                 self._columns[: self.count].zero_()
-                self._scaled[: self.count].zero_()
-                self._step_products[: self.count].zero_()
             if self._candidate_products.shape[0]:
                 self._load_candidates(self.capacity if steps is None else steps)
         self._step.zero_()
@@ -355,7 +357,8 @@ class _RemovalBatch:
         choice (by the same kernels as the step's), without a host synchronization.
         """
         rel = self._relevancy
-        count = min(self._candidate_products.shape[0], len(rel._live), _CANDIDATES_PER_STEP * steps)
+        rows = self._candidate_products.shape[0] - 1  # the last stands in for the others
+        count = min(rows, len(rel._live), _CANDIDATES_PER_STEP * steps)
         key = self._key()
         first = torch.min(key, 0, True)[1]
         # equal values in the order of their index, as the steps' argmins take them (all
@@ -366,7 +369,8 @@ class _RemovalBatch:
         last = candidates[-1:]
         last.copy_(torch.where((candidates == first).any(), last, first))
         slots = torch.arange(count, device=candidates.device)
-        self._candidate_slot.fill_(-1).index_copy_(0, candidates, slots)
+        self._candidate_row.fill_(rows).index_copy_(0, candidates, slots)
+        self._candidates = candidates
         # rows (P Q[:, c])^T = Q[:, c]^T P, P being symmetric: one matrix product
         torch.mm(rel._Q.index_select(1, candidates).T, rel._P, out=self._candidate_products[:count])
 
@@ -394,26 +398,27 @@ class _RemovalBatch:
         scalars = self._step_scalars
         # the least live value and its first index (argmin's, on ties), in one kernel
         o = torch.min(self._key(), 0, True, out=(scalars[0:1], self._step_position))[1]
-        # columns o of P_k and Q_k: the starting ones minus the batch's rank-one terms
-        # (over every row: those of the steps not taken yet are zero)
+        # columns o of P_k and Q_k (and P q_k from o's candidate row): the starting ones
+        # minus the batch's rank-one terms (over every row: those of the steps not taken
+        # yet are zero). A non-candidate's row is zeros: the terms after this step are
+        # then wrong, and the loop voids the steps after it (a miss, found by the host)
         vectors = self._step_vectors
         uq = torch.index_select(self._relevancy._PQ, 2, o, out=vectors[0:2, :, None])
         uq = uq.view(2, n)
         weights = self._scaled.index_select(1, o).view(1, self.capacity)
-        uq.view(1, 2 * n).addmm_(weights, self._columns.view(self.capacity, 2 * n), alpha=-1.0)
+        candidates = self._candidate_products.shape[0] > 0
+        if candidates:
+            row = self._candidate_row.index_select(0, o)
+            torch.index_select(self._candidate_products, 0, row, out=vectors[2:3])
+        corrected = vectors[0:3] if candidates else vectors[0:2]
+        corrected.view(1, -1).addmm_(
+            weights, self._columns[:, : corrected.shape[0]].view(self.capacity, -1), alpha=-1.0
+        )
         # u at the live rows only; q keeps the rows removed in this batch (see the class)
         u, q = uq[0].mul_(live), uq[1]
-        if self._candidate_products.shape[0]:
-            # P q from o's candidate row minus the batch's terms; o's row is -1 on a miss
-            # (recorded; row 0 stands in, and the loop voids the steps after this one)
-            slot = self._candidate_slot.index_select(0, o)
-            scalars[3:4].copy_(slot)
-            t = torch.index_select(self._candidate_products, 0, slot.clamp_min(0), out=vectors[2:3])
-            t.addmm_(weights, self._step_products, alpha=-1.0)
-        else:
-            t = torch.mv(self._relevancy._P, q, out=vectors[2])
+        t = vectors[2] if candidates else torch.mv(self._relevancy._P, q, out=vectors[2])
         # s = P_k q = (P_k C P_k)[:, o] (its removed entries only meet zeros of u below)
-        s = torch.addmv(t.view(n), self._columns[:, 0].T, torch.mv(self._scaled, q), alpha=-1.0)
+        s = torch.addmv(t, self._columns[:, 0].T, torch.mv(self._scaled, q), alpha=-1.0)
         # P_k[o, o], alpha_o and (P_k C P_k)[o, o] as the terms hold them
         at_o = terms.index_select(1, o)
         step_alpha = torch.div(at_o[2], at_o[0], out=scalars[2:3])
@@ -429,10 +434,7 @@ class _RemovalBatch:
         live.index_fill_(0, o, False)
         # this step's results at its row
         k = self._step
-        self._columns.index_copy_(0, k, vectors[None, 0:2])
-        if self._candidate_products.shape[0]:
-            self._step_products.index_copy_(0, k, vectors[2:3])
-        self._scaled.index_copy_(0, k, vectors[None, 3])
+        self._columns.index_copy_(0, k, vectors[None])
         self._scalars.index_copy_(0, k, scalars[None])
         self._positions.index_copy_(0, k, o)
         k.add_(1)
@@ -441,26 +443,31 @@ class _RemovalBatch:
     def records(self) -> list[tuple[int, float, float, bool]]:
         """``(storage position, W^2 / lambda^2, W_D^2 / lambda^2, exact after)`` of each step.
 
-        ``exact after``: whether the terms after the step are exact (``False`` after a
-        torch step's miss, see the class: the steps after it are void). Two
-        device-to-host copies (on a CPU, views: no copy at all).
+        ``exact after``: whether the terms after the step are exact, i.e. its removal was
+        among the torch steps' candidates (see the class: after a miss the steps are
+        void). Two or three device-to-host copies (on a CPU, views and the candidates).
         """
         positions = self._positions[: self.count].tolist()
         if self._host_records is not None:
             rows = self._host_records[: self.count].tolist()
         else:
-            rows = self._scalars[: self.count].tolist()
+            rows = self._records[: self.count].tolist()
+        if self._candidates is None:
+            return [
+                (p, squared, normalizer, True) for p, (squared, normalizer) in zip(positions, rows)
+            ]
+        candidates = set(self._candidates.tolist())
         return [
-            (p, squared, normalizer, slot >= 0)
-            for p, (squared, normalizer, _, slot) in zip(positions, rows)
+            (p, squared, normalizer, p in candidates)
+            for p, (squared, normalizer) in zip(positions, rows)
         ]
 
     def record(self, step: int) -> tuple[int, float, float, bool]:
-        """:meth:`records` of one step (CPU storage: reads of NumPy views, no tensor operation)."""
-        if self._host_records is None or self._host_positions is None:
+        """:meth:`records` of one step (the NumPy steps: reads of views, no tensor operation)."""
+        if self._host_records is None or self._host_positions is None or self._host is None:
             return self.records()[step]
-        squared, normalizer, _, slot = self._host_records[step]
-        return int(self._host_positions[step]), float(squared), float(normalizer), slot >= 0
+        squared, normalizer = self._host_records[step]
+        return int(self._host_positions[step]), float(squared), float(normalizer), True
 
     def commit(self, count: int) -> None:
         """Apply the first ``count`` steps to the relevancy's storage (a rank-``count`` update)."""
@@ -468,7 +475,7 @@ class _RemovalBatch:
             return
         rel = self._relevancy
         n = self._live.shape[0]
-        columns = self._columns[:count].view(count, 2 * n)
+        columns = self._columns[:count, 0:2].view(count, 2 * n)
         # [P; Q] -= [U; Q_c]^T (U / pi): remove()'s count rank-one updates at once
         rel._PQ.view(2 * n, n).addmm_(columns.T, self._scaled[:count], alpha=-1.0)
         # [alpha; C alpha] -= [U; Q_c]^T (alpha_o / pi)
@@ -481,7 +488,7 @@ class _RemovalBatch:
 class _GraphedRemovalStep:
     """The torch step of one removal batch on a CUDA device, replayed from a graph.
 
-    A torch step is a fixed sequence of small kernels (37) on buffers that do not move,
+    A torch step is a fixed sequence of small kernels (32) on buffers that do not move,
     the same at every step (:class:`_RemovalBatch`): issuing them one by one from Python
     was most of the loop's time on a GPU at n = 1000 (0.38 ms per removal on an H200).
     The step is captured once per storage into a CUDA graph and every later step of the
@@ -583,7 +590,7 @@ class _HostViews:
         rel = batch._relevancy
         self.terms = batch._terms.numpy()
         self.live = batch._live.numpy()
-        self.columns = batch._columns.numpy()
+        self.columns = batch._columns[:, 0:2].numpy()  # u_j, q_j (views, no copy)
         self.scaled = batch._scaled.numpy()
         self.alpha_steps = batch._alpha_steps.numpy()
         self.positions = batch._positions.numpy()
