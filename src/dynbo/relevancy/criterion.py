@@ -285,10 +285,16 @@ class _RemovalBatch:
         self._pii, self._alpha, self._c_alpha, self._pcp = terms[0], terms[2], terms[3], terms[4]
         self._live = torch.empty(n, dtype=torch.bool, device=P.device)
         self._infinity = P.new_full((), math.inf)
-        # per step j, one row of u_j, q_j, t_j = P q_j (the torch steps' candidates) and
-        # u_j / pi_j, stored by one kernel (zero past the steps taken)
-        self._columns = P.new_zeros((capacity, 4, n))
-        self._scaled = self._columns[:, 3]
+        on_cpu = P.device.type == "cpu"
+        # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
+        # small operations, and NumPy's cost per operation is a fraction of torch's
+        # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
+        numpy_steps = numpy_steps and on_cpu and P.dtype in (torch.float32, torch.float64)
+        # per step j: u_j and q_j, and u_j / pi_j (zero past the steps taken); for the
+        # NumPy steps contiguous, as NumPy's products want (_torch_step_rows: the torch
+        # steps' layout)
+        self._columns = P.new_zeros((capacity, 2, n))
+        self._scaled = P.new_zeros((capacity, n))
         # per step j: W_{o_j}^2 / lambda^2, W_D^2 / lambda^2 and alpha_{o_j} / pi_j (one
         # row, stored by one kernel) and the storage position o_j
         self._scalars = P.new_zeros((capacity, 3))
@@ -300,14 +306,11 @@ class _RemovalBatch:
         self._step_vectors = P.new_empty((4, n))  # u, q, P q, u / pi
         self._step_scalars = P.new_empty(3)
         self._step_position = torch.empty(1, dtype=torch.long, device=P.device)
-        on_cpu = P.device.type == "cpu"
         self._host_records = self._records.numpy() if on_cpu else None
         self._host_positions = self._positions.numpy() if on_cpu else None
-        # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
-        # small operations, and NumPy's cost per operation is a fraction of torch's
-        # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
-        numpy_dtype = P.dtype in (torch.float32, torch.float64)
-        self._host = _HostViews(self) if on_cpu and numpy_steps and numpy_dtype else None
+        self._host = _HostViews(self) if numpy_steps else None
+        if self._host is None:
+            self._torch_step_rows()
         # the torch steps' candidates (none for the NumPy steps, or where
         # _CANDIDATES_PER_STEP is 0: a step then makes its own product P q): rows
         # (P Q[:, c])^T and one row of zeros that stands in for a non-candidate's, each
@@ -318,6 +321,13 @@ class _RemovalBatch:
         self._candidate_products = P.new_zeros((rows + 1 if rows else 0, n))
         self._candidate_row = torch.full((n,), rows, dtype=torch.long, device=P.device)
         self._candidates: torch.Tensor | None = None
+
+    def _torch_step_rows(self) -> None:
+        """The torch steps' layout: per step j, one row of ``u_j``, ``q_j``, ``t_j = P q_j``
+        (from the candidates) and ``u_j / pi_j``, stored by one kernel."""
+        capacity, _, n = self._columns.shape
+        self._columns = self._columns.new_zeros((capacity, 4, n))
+        self._scaled = self._columns[:, 3]
 
     def stale(self) -> bool:
         """Whether the relevancy's storage moved since the batch was made (a compaction
@@ -590,7 +600,7 @@ class _HostViews:
         rel = batch._relevancy
         self.terms = batch._terms.numpy()
         self.live = batch._live.numpy()
-        self.columns = batch._columns[:, 0:2].numpy()  # u_j, q_j (views, no copy)
+        self.columns = batch._columns.numpy()
         self.scaled = batch._scaled.numpy()
         self.alpha_steps = batch._alpha_steps.numpy()
         self.positions = batch._positions.numpy()
