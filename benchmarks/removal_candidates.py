@@ -30,15 +30,12 @@ records the machine's load before and after.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
 from wdbo_iteration import synchronize  # isort: skip
 
-import torch  # noqa: E402
 from gpu import parse_state_arguments, prepared_state, state_arguments  # noqa: E402
 from removal_compaction import report_sizes  # noqa: E402
 from removal_loop import run_loop  # noqa: E402
@@ -119,15 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_state_arguments(parser, argv)
     if not all(c >= 0 for c in args.per_step):
         parser.error("--per-step must be >= 0")
-    torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
-    report: dict[str, object] = {
-        "benchmark": "removal_candidates",
-        "command": " ".join(["benchmarks/removal_candidates.py", *sys.argv[1:]]),
-        "default_candidates_per_step": criterion._CANDIDATES_PER_STEP,
-        "sizes": [],
-    }
-    report_sizes(report, args, load_before, measure)
+    settings = {"default_candidates_per_step": criterion._CANDIDATES_PER_STEP}
+    report_sizes("removal_candidates", settings, args, measure)
 
 
 if __name__ == "__main__":

@@ -126,14 +126,23 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
 
 
 def report_sizes(
-    report: dict[str, object],
+    name: str,
+    settings: dict[str, object],
     args: argparse.Namespace,
-    load_before: tuple[float, float, float],
     measure: Callable[[int, argparse.Namespace], dict[str, object]],
 ) -> None:
-    """``measure(n, args)`` for each of ``args.sizes`` into ``report["sizes"]``, with the
-    machine's record; the JSON goes to ``args.out`` after every size (a run stopped
-    midway keeps its sizes) and to stdout at the end."""
+    """Benchmark ``name``'s report: its ``settings``, then ``measure(n, args)`` for each
+    of ``args.sizes`` on ``args.threads`` torch threads, with the machine's record; the
+    JSON goes to ``args.out`` after every size (a run stopped midway keeps its sizes)
+    and to stdout at the end."""
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    report: dict[str, object] = {
+        "benchmark": name,
+        "command": " ".join([f"benchmarks/{name}.py", *sys.argv[1:]]),
+        **settings,
+        "sizes": [],
+    }
     for n in args.sizes:
         report["sizes"].append(measure(n, args))  # type: ignore[attr-defined]
         report.update(machine_record(args.threads, load_before, args.device))
@@ -153,15 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_state_arguments(parser, argv)
     if not all(0.0 < f <= 1.0 for f in args.fractions):
         parser.error("--fractions must be in (0, 1]")
-    torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
-    report: dict[str, object] = {
-        "benchmark": "removal_compaction",
-        "command": " ".join(["benchmarks/removal_compaction.py", *sys.argv[1:]]),
-        "default_compact_below": criterion._COMPACT_BELOW,
-        "sizes": [],
-    }
-    report_sizes(report, args, load_before, measure)
+    report_sizes(
+        "removal_compaction", {"default_compact_below": criterion._COMPACT_BELOW}, args, measure
+    )
 
 
 if __name__ == "__main__":

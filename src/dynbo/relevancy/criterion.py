@@ -226,6 +226,16 @@ class Removals:
     misses: int = 0
 
 
+def _steps_in_numpy(storage: torch.Tensor, numpy_steps: bool) -> bool:
+    """Whether a removal batch on ``storage`` steps in NumPy (:class:`_HostViews`): asked
+    for (``numpy_steps``, the loop's non-speculative mode), on a CPU, in float32/64."""
+    return (
+        numpy_steps
+        and storage.device.type == "cpu"
+        and storage.dtype in (torch.float32, torch.float64)
+    )
+
+
 class _RemovalBatch:
     """Up to ``capacity`` least-relevant removals after one another, from one starting state.
 
@@ -289,7 +299,7 @@ class _RemovalBatch:
         # on a CPU the steps run in NumPy on views of the same memory: a step is about 30
         # small operations, and NumPy's cost per operation is a fraction of torch's
         # (numpy_steps=False: the torch steps a GPU runs, e.g. to count them)
-        numpy_steps = numpy_steps and on_cpu and P.dtype in (torch.float32, torch.float64)
+        numpy_steps = _steps_in_numpy(P, numpy_steps)
         # per step j: u_j and q_j, and u_j / pi_j (zero past the steps taken); for the
         # NumPy steps contiguous, as NumPy's products want (_torch_step_rows: the torch
         # steps' layout)
@@ -1090,12 +1100,7 @@ class WassersteinRelevancy:
         # step's result for free and stop where the loop stops: a speculative batch
         # computes all of its steps, and a torch batch makes its candidates' products
         # for all of them, while a loop often stops after a few removals
-        numpy_steps = (
-            not speculative
-            and self._P.device.type == "cpu"
-            and self._P.dtype in (torch.float32, torch.float64)
-        )
-        size = batch_size if numpy_steps else 1
+        size = batch_size if _steps_in_numpy(self._P, not speculative) else 1
         batches = steps = misses = 0
 
         def halted(removed: int) -> str:
