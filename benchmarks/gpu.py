@@ -57,27 +57,27 @@ preparation at the smallest size warms the device (``warm_up_seconds``). Start w
 measurement has no prediction at the first size it runs at. The JSON is written to
 ``--out`` after every size, so a run stopped midway keeps what it measured.
 
-A session with a GPU (the device tool's ``run``: one command, ``timeout_s=570``, on a
+A session with a GPU (the device tool's ``run``: one command, ``timeout_s=400``, on a
 machine whose python3 has torch, botorch, gpytorch, scipy and threadpoolctl; files come
-back from ``$OUT``) runs, from the repository root, the CUDA tests (under a minute on
-an H200), then this script (``--total-seconds 300``: the script stops starting
-measurements after 5 minutes and skips the rest with a note; ``--max-seconds 15``
-skips the CPU thread's W-DBO above n = 1000), then ``removal_compaction.py`` and
-``removal_candidates.py``::
+back from ``$OUT``) runs, from the repository root, the CUDA tests (about a minute on an
+H200), ``removal_candidates.py`` (how many candidates per step the removal batches'
+products take, about a minute) and this script (``--total-seconds 170``: the script
+stops starting measurements after that and skips the rest with a note;
+``--max-seconds 15`` skips the CPU thread's W-DBO above n = 1000), each under a
+``timeout`` so that what they wrote comes back within a lease of 15 minutes::
 
-    export PYTHONPATH=src PYTHONUNBUFFERED=1; python3 -m pytest -q -p no:randomly -rs \\
-        tests/test_cuda.py 2>&1 | tee $OUT/test_cuda.log; python3 benchmarks/gpu.py \\
-        --device cuda --sizes 200 1000 5000 10000 --repeats 3 --max-seconds 15 \\
-        --total-seconds 300 --out $OUT/gpu.json > $OUT/gpu.stdout; \\
-        python3 benchmarks/removal_compaction.py --device cuda --sizes 1000 10000 \\
-        --repeats 3 --out $OUT/removal_compaction_cuda.json > /dev/null; \\
-        python3 benchmarks/removal_candidates.py --device cuda --sizes 1000 10000 \\
-        --per-step 0 2 4 8 --repeats 3 --out $OUT/removal_candidates_cuda.json > /dev/null
+    export PYTHONPATH=src PYTHONUNBUFFERED=1; timeout 90 python3 -m pytest -q \
+        -p no:randomly -rs tests/test_cuda.py 2>&1 | tee $OUT/test_cuda.log | tail -2; \
+        timeout 100 python3 benchmarks/removal_candidates.py --device cuda \
+        --sizes 1000 2000 4000 10000 --per-step 0 4 8 16 --repeats 3 \
+        --out $OUT/removal_candidates_cuda.json > /dev/null; timeout 220 python3 \
+        benchmarks/gpu.py --device cuda --sizes 200 1000 5000 10000 --repeats 3 \
+        --max-seconds 15 --total-seconds 170 --out $OUT/gpu.json > $OUT/gpu.stdout
 
 then keeps the returned ``gpu.json`` as ``docs/results/gpu.json`` and writes its
-numbers, with the card, into ``docs/results.md`` (section "GPU"); the last two
-commands compare when the removal loop compacts its storage on the GPU and how many
-candidates per step its products take (about a minute each).
+numbers, with the card, into ``docs/results.md`` (section "GPU").
+``removal_compaction.py --device cuda --sizes 1000 10000`` (about a minute) compares
+when the removal loop compacts its storage there.
 
     python benchmarks/gpu.py [--device cuda] [--sizes 200 1000 5000 10000] [--dim 2]
         [--repeats 3] [--max-seconds 60] [--total-seconds 420] [--seed 0] [--out FILE]

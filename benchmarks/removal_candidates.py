@@ -2,7 +2,8 @@
 
 A torch removal step (:class:`dynbo.relevancy.criterion._RemovalBatch`, the steps a GPU
 runs, captured in a CUDA graph there) needs one O(n^2) product ``P q`` per removal. With
-``criterion._CANDIDATES_PER_STEP = c > 0`` a batch of ``k`` steps makes those products
+``c > 0`` candidates per step (``criterion._candidates_per_step``: 4 on a CPU; on a GPU 0
+where ``P`` fits its L2 cache, else 8) a batch of ``k`` steps makes those products
 for its ``c k`` least relevant observations before its first step, in one matrix
 product, and a step whose choice is not among them (a miss) ends the batch after its
 removal; with ``c = 0`` each step makes its own product, one read of all of ``P``. This
@@ -11,7 +12,8 @@ script times the loop with each of ``--per-step`` in place of the default.
 For each ``--sizes`` n, the W-DBO state of ``gpu.py`` (:func:`gpu.prepared_state`: fixed
 hyperparameters, two untimed iterations) on ``--device``; then the removal loop of the
 next iteration (``removal_loop.py``'s :func:`removal_loop.run_loop`, speculative: torch
-steps on any device), ``--repeats`` times after one untimed warm-up, the settings
+steps on any device; the criterion built before the clock, which starts and stops with
+the device's queue empty), ``--repeats`` times after one untimed warm-up, the settings
 alternating in order from one repeat to the next within one process. Per setting: the
 median, minimum and maximum seconds and, of one loop, the batches, the steps computed
 and the misses. ``same_removals`` says whether every setting removed the same
@@ -31,10 +33,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
-from wdbo_iteration import synchronize  # isort: skip
+import wdbo_iteration  # noqa: F401  # isort: skip
 
 from gpu import parse_state_arguments, prepared_state, state_arguments  # noqa: E402
 from removal_compaction import report_sizes  # noqa: E402
@@ -43,10 +44,10 @@ from removal_loop import run_loop  # noqa: E402
 import dynbo.relevancy.criterion as criterion  # noqa: E402
 
 
-def one_loop(state: dict, per_step: int, device: str) -> tuple[float, list[float], dict]:
+def one_loop(state: dict, per_step: int) -> tuple[float, list[float], dict]:
     """``(seconds, removal times, counts)`` of one loop with ``per_step`` candidates."""
-    saved = criterion._CANDIDATES_PER_STEP
-    criterion._CANDIDATES_PER_STEP = per_step
+    rule = criterion._candidates_per_step
+    criterion._candidates_per_step = lambda P: per_step
     loops: list[criterion.Removals] = []
     real = criterion.WassersteinRelevancy.remove_least_relevant
 
@@ -56,13 +57,9 @@ def one_loop(state: dict, per_step: int, device: str) -> tuple[float, list[float
 
     criterion.WassersteinRelevancy.remove_least_relevant = spy  # type: ignore[method-assign]
     try:
-        synchronize(device)
-        start = time.perf_counter()
-        _, outcome, _, _ = run_loop(state, batched=True, speculative=True)
-        synchronize(device)
-        seconds = time.perf_counter() - start
+        seconds, outcome, _, _ = run_loop(state, batched=True, speculative=True)
     finally:
-        criterion._CANDIDATES_PER_STEP = saved
+        criterion._candidates_per_step = rule
         criterion.WassersteinRelevancy.remove_least_relevant = real  # type: ignore[method-assign]
     counts = {
         "batches": sum(r.batches for r in loops),
@@ -82,7 +79,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
     for repeat in range(args.repeats + 1):
         order = settings if repeat % 2 else settings[::-1]
         for per_step in order:
-            elapsed, times, counted = one_loop(state, per_step, args.device)
+            elapsed, times, counted = one_loop(state, per_step)
             if repeat:  # the first repeat is the warm-up
                 seconds[per_step].append(elapsed)
             removed[per_step] = times
@@ -116,7 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_state_arguments(parser, argv)
     if not all(c >= 0 for c in args.per_step):
         parser.error("--per-step must be >= 0")
-    settings = {"default_candidates_per_step": criterion._CANDIDATES_PER_STEP}
+    settings = {
+        "default_candidates_per_step": {
+            "cpu": criterion._CANDIDATES_PER_STEP,
+            "cuda": criterion._CUDA_CANDIDATES_PER_STEP,
+            "cuda_without_candidates": "where P fits the GPU's L2 cache",
+        }
+    }
     report_sizes("removal_candidates", settings, args, measure)
 
 

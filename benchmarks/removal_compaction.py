@@ -37,11 +37,10 @@ import json
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
-from wdbo_iteration import machine_record, synchronize  # isort: skip
+from wdbo_iteration import machine_record  # isort: skip
 
 import torch  # noqa: E402
 from gpu import parse_state_arguments, prepared_state, state_arguments  # noqa: E402
@@ -71,7 +70,7 @@ class Counted:
         setattr(self.owner, self.name, self.original)
 
 
-def one_loop(state: dict, fraction: float, device: str) -> tuple[float, list[float], int, int]:
+def one_loop(state: dict, fraction: float) -> tuple[float, list[float], int, int]:
     """``(seconds, removal times, compactions, captures)`` of one loop with ``fraction``."""
     saved = criterion._COMPACT_BELOW
     criterion._COMPACT_BELOW = fraction
@@ -80,11 +79,7 @@ def one_loop(state: dict, fraction: float, device: str) -> tuple[float, list[flo
             Counted(criterion.WassersteinRelevancy, "_compact") as compactions,
             Counted(criterion, "_capture") as captures,
         ):
-            synchronize(device)
-            start = time.perf_counter()
-            _, outcome, _, _ = run_loop(state, batched=True)
-            synchronize(device)
-            seconds = time.perf_counter() - start
+            seconds, outcome, _, _ = run_loop(state, batched=True)
     finally:
         criterion._COMPACT_BELOW = saved
     return seconds, list(outcome.times), compactions.calls, captures.calls
@@ -100,7 +95,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
     for repeat in range(args.repeats + 1):
         order = fractions if repeat % 2 else fractions[::-1]
         for fraction in order:
-            elapsed, times, compactions, captures = one_loop(state, fraction, args.device)
+            elapsed, times, compactions, captures = one_loop(state, fraction)
             if repeat:  # the first repeat is the warm-up
                 seconds[fraction].append(elapsed)
             removed[fraction] = times

@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
-from wdbo_iteration import machine_record, prepared_state  # isort: skip
+from wdbo_iteration import machine_record, prepared_state, synchronize  # isort: skip
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -104,14 +104,17 @@ def run_loop(
     speculative: bool | None = None,
     counter: OperationCount | None = None,
 ) -> tuple[float, RemovalOutcome, Policy, WassersteinRelevancy]:
-    """Seconds of one removal loop from ``state`` (the criterion built before the clock).
+    """Seconds of one removal loop from ``state`` (the criterion built before the clock,
+    which starts and stops with the device's queue empty).
 
     ``counter`` counts the loop's operations (only the loop's).
     """
     policy = Policy.from_state_dict(state)
     relevancy = WassersteinRelevancy.from_gp(policy._gp, max(PRESENT, float(policy._t.max())))
     limit = policy.dataset_size - policy.min_dataset_size
+    device = relevancy.precision.device
     with counter if counter is not None else contextlib.nullcontext():
+        synchronize(device)
         start = time.perf_counter()
         outcome = remove_least_relevant(
             policy,
@@ -121,6 +124,7 @@ def run_loop(
             batched=batched,
             speculative=speculative,
         )
+        synchronize(device)
         elapsed = time.perf_counter() - start
     return elapsed, outcome, policy, relevancy
 

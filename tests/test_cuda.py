@@ -188,6 +188,19 @@ def test_graphed_removal_steps_on_cuda_equal_the_eager_ones_bit_for_bit(batch_si
 
 
 @requires_cuda
+def test_cuda_removal_steps_take_candidates_only_where_p_outgrows_the_l2_cache():
+    from dynbo.relevancy import criterion
+
+    cache = torch.cuda.get_device_properties(0).L2_cache_size
+    fits = int((cache / 8) ** 0.5)
+    # expanded views: the sizes without the memory
+    small = torch.zeros(1, 1, dtype=torch.float64, device="cuda").expand(fits, fits)
+    large = torch.zeros(1, 1, dtype=torch.float64, device="cuda").expand(fits + 1, fits + 1)
+    assert criterion._candidates_per_step(small) == 0
+    assert criterion._candidates_per_step(large) == criterion._CUDA_CANDIDATES_PER_STEP
+
+
+@requires_cuda
 @pytest.mark.parametrize("graphed", [False, True])
 def test_removal_steps_on_cuda_with_candidates_equal_those_without(graphed, monkeypatch):
     # the torch steps take each product P q from one matrix product per batch for its
@@ -197,8 +210,9 @@ def test_removal_steps_on_cuda_with_candidates_equal_those_without(graphed, monk
 
     gp = relevancy_gp("cuda", n=600)
     results = {}
-    for per_step in (0, 1, criterion._CANDIDATES_PER_STEP):
-        monkeypatch.setattr(criterion, "_CANDIDATES_PER_STEP", per_step)
+    # (600 observations' P fits the L2 cache, where the rule takes none: forced here)
+    for per_step in (0, 1, criterion._CUDA_CANDIDATES_PER_STEP):
+        monkeypatch.setattr(criterion, "_candidates_per_step", lambda P, c=per_step: c)
         relevancy = WassersteinRelevancy.from_gp(gp, 600.0)
         removals = relevancy.remove_least_relevant(400, budget=math.inf, graphed=graphed)
         results[per_step] = (removals, relevancy.precision.cpu())

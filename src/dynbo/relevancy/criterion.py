@@ -148,17 +148,44 @@ _GER = {np.float64: dger, np.float32: sger}
 _HOST_MAX_STORAGE = 512
 
 #: the storage is compacted once fewer than this share of its rows are live: each removal
-#: step reads all of ``P``, and on one CPU thread the loop took 14-21 % less time at 600
-#: to 3000 observations compacting at three quarters than at half (0.9 within 3 % of
-#: 0.75 at 1500 and 3000, with up to three times the compactions, each a capture on
-#: CUDA; ``benchmarks/removal_compaction.py``, ``docs/relevancy.md``)
+#: step reads all of ``P``, and on one CPU thread the loop took 8-21 % less time at 600
+#: to 3000 observations compacting at three quarters than at half (0.9: 12 % slower
+#: than 0.75 at 600, within 4 % at 1500 and 3000, with up to three times the
+#: compactions, each a capture on CUDA; ``benchmarks/removal_compaction.py``,
+#: ``docs/relevancy.md``)
 _COMPACT_BELOW = 0.75
 
-#: candidates per expected step of a torch removal batch (:class:`_RemovalBatch`; 0: each
-#: step makes its own product ``P q``, one read of ``P``): on W-DBO's states of 600 to
-#: 3000 observations, 2 per step ended 17 batches early at 3000, 4 none
+#: candidates per expected step of a torch removal batch on a CPU (:class:`_RemovalBatch`;
+#: 0: each step makes its own product ``P q``, one read of ``P``): on W-DBO's states of
+#: 600 to 3000 observations on one thread, the loop with 2 per step took 1.01, 0.80 and
+#: 0.54 of the time of a product per step (4 per step: 1.15, 1.01 and 0.65), though 17
+#: of its batches ended early at 3000 (``benchmarks/removal_candidates.py``,
+#: ``docs/relevancy.md``)
+_CANDIDATES_PER_STEP = 2
+
+#: the same on a GPU, where the batch's one matrix product costs little and a miss (a
+#: batch ended early: a host synchronization and a new batch) costs more: at 10,000
+#: observations on an H200 the loop took 0.93 s with 8 per step, 1.08 s with 4 (78
+#: batches ended early), 1.11 s with 16 and 1.53 s with none
 #: (``benchmarks/removal_candidates.py``, ``docs/relevancy.md``)
-_CANDIDATES_PER_STEP = 4
+_CUDA_CANDIDATES_PER_STEP = 8
+
+
+def _candidates_per_step(P: torch.Tensor) -> int:
+    """Candidates per expected step of the torch removal steps on the storage ``P``.
+
+    0 (each step makes its own product ``P q``) where ``P`` fits the GPU's L2 cache:
+    reading it once per step then costs less than the batch's matrix product (on an
+    H200, whose L2 holds 60 MB, the loop took 0.074 and 0.123 s without candidates at
+    1000 and 2000 observations, 0.082-0.084 and 0.130-0.135 s with 4 to 16 per step;
+    at 4000, past the cache, 0.293 s without and 0.275-0.287 s with;
+    ``benchmarks/removal_candidates.py``).
+    """
+    if P.device.type != "cuda":
+        return _CANDIDATES_PER_STEP
+    if P.numel() * P.element_size() <= torch.cuda.get_device_properties(P.device).L2_cache_size:
+        return 0
+    return _CUDA_CANDIDATES_PER_STEP
 
 
 def _column_dots(a: torch.Tensor, b: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:
@@ -253,9 +280,10 @@ class _RemovalBatch:
 
     The one O(n^2) product a step needs, ``P_k q`` with ``q = Q_k[:, o]``, comes from
     products made before the batch (the NumPy steps make it at each step instead):
-    :meth:`load` takes the ``4 x steps`` live observations of least relevancy (the
-    batch's removals are almost always among them: all of them on W-DBO's states of 600
-    to 3000 observations, ``benchmarks/removal_candidates.py``) and makes
+    :meth:`load` takes the ``c x steps`` live observations of least relevancy
+    (:func:`_candidates_per_step`: ``c`` = 4 on a CPU, 8 on a GPU; the batch's removals
+    are almost always among them: all of them on W-DBO's states of 600 to 3000
+    observations, ``benchmarks/removal_candidates.py``) and makes
     ``P Q[:, c]`` for them in one matrix product, which a GPU runs at its arithmetic
     rate where ``steps`` products ``P q`` would each read all of ``P``. With
     ``t_j = P q_j`` kept per step,
@@ -322,12 +350,12 @@ class _RemovalBatch:
         if self._host is None:
             self._torch_step_rows()
         # the torch steps' candidates (none for the NumPy steps, or where
-        # _CANDIDATES_PER_STEP is 0: a step then makes its own product P q): rows
+        # _candidates_per_step is 0: a step then makes its own product P q): rows
         # (P Q[:, c])^T and one row of zeros that stands in for a non-candidate's, each
         # observation's row, and the candidates (on the device; the host reads them to
         # find a miss)
-        torch_steps = self._host is None and _CANDIDATES_PER_STEP > 0
-        rows = min(_CANDIDATES_PER_STEP * capacity, n) if torch_steps else 0
+        self._per_step = 0 if self._host is not None else _candidates_per_step(P)
+        rows = min(self._per_step * capacity, n)
         self._candidate_products = P.new_zeros((rows + 1 if rows else 0, n))
         self._candidate_row = torch.full((n,), rows, dtype=torch.long, device=P.device)
         self._candidates: torch.Tensor | None = None
@@ -348,7 +376,8 @@ class _RemovalBatch:
         """Start over (no step taken) from the relevancy's current state, in the same buffers.
 
         ``steps``: the steps the batch is expected to take (default: its capacity); the
-        torch steps take ``4 x steps`` candidates (fewer where fewer are live).
+        torch steps take ``c x steps`` candidates (:func:`_candidates_per_step`; fewer
+        where fewer are live).
         """
         rel = self._relevancy
         # the starting state's terms, as _terms computes them: P_ii, Q_ii, alpha, C alpha
@@ -373,12 +402,12 @@ class _RemovalBatch:
     def _load_candidates(self, steps: int) -> None:
         """The candidates of the next ``steps`` torch steps and their products ``P Q[:, c]``.
 
-        The ``4 x steps`` least relevant live observations, among them the first step's
+        The ``c x steps`` least relevant live observations, among them the first step's
         choice (by the same kernels as the step's), without a host synchronization.
         """
         rel = self._relevancy
         rows = self._candidate_products.shape[0] - 1  # the last stands in for the others
-        count = min(rows, len(rel._live), _CANDIDATES_PER_STEP * steps)
+        count = min(rows, len(rel._live), self._per_step * steps)
         key = self._key()
         first = torch.min(key, 0, True)[1]
         # equal values in the order of their index, as the steps' argmins take them (all
