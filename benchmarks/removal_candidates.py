@@ -2,7 +2,7 @@
 
 A torch removal step (:class:`dynbo.relevancy.criterion._RemovalBatch`, the steps a GPU
 runs, captured in a CUDA graph there) needs one O(n^2) product ``P q`` per removal. With
-``c > 0`` candidates per step (``criterion._candidates_per_step``: 4 on a CPU; on a GPU 0
+``c > 0`` candidates per step (``criterion._candidates_per_step``: 2 on a CPU; on a GPU 0
 where ``P`` fits its L2 cache, else 8) a batch of ``k`` steps makes those products
 for its ``c k`` least relevant observations before its first step, in one matrix
 product, and a step whose choice is not among them (a miss) ends the batch after its

@@ -112,7 +112,7 @@ def run_loop(
     policy = Policy.from_state_dict(state)
     relevancy = WassersteinRelevancy.from_gp(policy._gp, max(PRESENT, float(policy._t.max())))
     limit = policy.dataset_size - policy.min_dataset_size
-    device = relevancy.precision.device
+    device = relevancy._P.device
     with counter if counter is not None else contextlib.nullcontext():
         synchronize(device)
         start = time.perf_counter()

@@ -107,10 +107,13 @@ def machine_record(
     """What the JSON of a timing script records of the machine: threads, CPUs, load, versions.
 
     ``load_before`` is ``os.getloadavg()`` taken before the measurements; the load after
-    is read here, when the script reports. ``device`` is the torch device timed.
+    is read here, when the script reports. ``device`` is the torch device timed; on CUDA
+    the record adds its L2 cache in bytes (``l2_cache_bytes``, as torch reports it; the
+    removal steps' candidates depend on it).
     """
-    return {
-        "device": str(torch.device(device)),
+    device = torch.device(device)
+    record: dict[str, object] = {
+        "device": str(device),
         "device_name": device_name(device),
         "threads": threads,
         "cpus": os.cpu_count(),
@@ -119,6 +122,10 @@ def machine_record(
         "machine": platform.processor() or platform.machine(),
         "torch": torch.__version__,
     }
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        record["l2_cache_bytes"] = getattr(properties, "L2_cache_size", None)
+    return record
 
 
 def prepared_state(

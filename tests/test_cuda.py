@@ -132,6 +132,11 @@ def test_relevancies_on_cuda_equal_those_on_the_cpu(paper_compat):
         on_cuda.remove(least)
 
 
+def candidates_above_450_rows(P: torch.Tensor) -> int:
+    """The removal steps' candidates per step forced by storage size, not by the L2 rule."""
+    return 8 if P.shape[0] > 450 else 0
+
+
 @requires_cuda
 @pytest.mark.parametrize("batch_size", [7, 64])
 # a failed capture falls back to eager steps with a warning: here it must fail the test
@@ -139,8 +144,12 @@ def test_relevancies_on_cuda_equal_those_on_the_cpu(paper_compat):
 def test_graphed_removal_steps_on_cuda_equal_the_eager_ones_bit_for_bit(batch_size, monkeypatch):
     # the speculative steps replay a captured CUDA graph of one step: the same kernels on
     # the same buffers, so the same removals, relevancies and storage to the last bit;
-    # with a stop() that cuts a batch, and compactions (n = 600)
+    # with a stop() that cuts a batch, and compactions (n = 600); with candidates while
+    # the storage holds more than 450 rows and none after (the L2 rule would take none
+    # at this size), so that a compaction crosses from one to the other
     from dynbo.relevancy import criterion
+
+    monkeypatch.setattr(criterion, "_candidates_per_step", candidates_above_450_rows)
 
     streams = []
     capture = criterion._capture
@@ -231,8 +240,10 @@ def test_graphed_removal_loops_in_several_threads_equal_the_eager_one(monkeypatc
     # the service runs studies in threads: their captures take turns on the device's one
     # capture stream, and a thread's synchronizing calls stay legal while another
     # captures; every loop captures (no fallback) and removes what the eager loop
-    # removes, bit for bit
+    # removes, bit for bit (with candidates above 450 rows, as above)
     from dynbo.relevancy import criterion
+
+    monkeypatch.setattr(criterion, "_candidates_per_step", candidates_above_450_rows)
 
     captured = []
     capture = criterion._capture

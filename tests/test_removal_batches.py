@@ -117,7 +117,7 @@ def test_candidate_misses_end_the_batch_after_an_exact_removal(n, seed, monkeypa
     assert min(gaps) > DECIDED
     with monkeypatch.context() as ample:
         ample.setattr(criterion, "_CANDIDATES_PER_STEP", 8)
-        default = WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(
+        without_misses = WassersteinRelevancy.from_gp(gp, 10.5).remove_least_relevant(
             n - 2, budget=budget, batch_size=7, speculative=True
         )
     exact_flags = []
@@ -134,9 +134,9 @@ def test_candidate_misses_end_the_batch_after_an_exact_removal(n, seed, monkeypa
     removals = batched.remove_least_relevant(n - 2, budget=budget, batch_size=7, speculative=True)
     assert not all(exact_flags), "no step missed its candidates"
     # (at 60 observations the misses fall on steps past the budget's stop)
-    assert (removals.misses > 0 and removals.batches > default.batches) or n == 60
-    assert default.misses == 0
-    assert removals.indices == indices == default.indices
+    assert (removals.misses > 0 and removals.batches > without_misses.batches) or n == 60
+    assert without_misses.misses == 0
+    assert removals.indices == indices == without_misses.indices
     np.testing.assert_allclose(removals.relevancies, values, rtol=1e-9)
     assert removals.budget == pytest.approx(left, rel=1e-12)
     assert_same_state(reference, batched)
@@ -232,11 +232,13 @@ def test_the_numpy_steps_on_a_cpu_equal_the_torch_steps(n, seed, dtype, monkeypa
     on_host = host.remove_least_relevant(n - 2, budget=budget, batch_size=7)
     assert built, "the NumPy steps did not run"
     monkeypatch.setattr(criterion, "_HostViews", lambda batch: None)
+    # ample candidates: a miss would end a torch batch where the NumPy steps' goes on, and
+    # the commits would sum the same terms in other groups (misses: tested above)
+    monkeypatch.setattr(criterion, "_CANDIDATES_PER_STEP", 8)
     torch_steps = criterion_of(gp)
     on_torch = torch_steps.remove_least_relevant(n - 2, budget=budget, batch_size=7)
-    # (where a torch step misses its candidates its batch ends before the NumPy steps'
-    # would, so that the rank-k commits sum the same terms in other groups)
-    rtol = 1e-10 if dtype == "float64" else 1e-4
+    assert on_torch.misses == 0
+    rtol = 1e-12 if dtype == "float64" else 1e-4
     assert len(on_host.indices) > 5
     assert on_host.indices == on_torch.indices
     assert on_host.stopped_by == on_torch.stopped_by
@@ -756,3 +758,29 @@ def test_cpu_torch_steps_take_the_cpu_candidates_per_step():
     from dynbo.relevancy import criterion
 
     assert criterion._candidates_per_step(torch.zeros(3000, 3)) == criterion._CANDIDATES_PER_STEP
+
+
+def test_a_compaction_can_cross_from_candidates_to_a_product_per_step(monkeypatch):
+    # on a GPU the candidates depend on the storage's size (none once P fits the L2
+    # cache): a compaction between batches can switch a loop from one to the other, and
+    # its removals stay the one-at-a-time loop's
+    from dynbo.relevancy import criterion
+
+    gp = random_gp(150, 8)
+    budget = 1.0 + 0.04 * 150
+    reference = WassersteinRelevancy.from_gp(gp, 10.5)
+    indices, values, left, _ = one_at_a_time(reference, 148, budget)
+    sizes = []
+
+    def by_size(P):
+        sizes.append(P.shape[0])
+        return 8 if P.shape[0] > 120 else 0
+
+    monkeypatch.setattr(criterion, "_candidates_per_step", by_size)
+    batched = WassersteinRelevancy.from_gp(gp, 10.5)
+    removals = batched.remove_least_relevant(148, budget=budget, batch_size=7, speculative=True)
+    assert max(sizes) > 120 >= min(sizes), "no compaction crossed the rule's size"
+    assert removals.indices == indices
+    np.testing.assert_allclose(removals.relevancies, values, rtol=1e-9)
+    assert removals.budget == pytest.approx(left, rel=1e-12)
+    assert_same_state(reference, batched)

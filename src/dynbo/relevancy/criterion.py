@@ -150,13 +150,14 @@ _HOST_MAX_STORAGE = 512
 #: the storage is compacted once fewer than this share of its rows are live: each removal
 #: step reads all of ``P``, and on one CPU thread the loop took 8-21 % less time at 600
 #: to 3000 observations compacting at three quarters than at half (0.9: 12 % slower
-#: than 0.75 at 600, within 4 % at 1500 and 3000, with up to three times the
+#: than 0.75 at 600, within 5 % at 1500 and 3000, with up to three times the
 #: compactions, each a capture on CUDA; ``benchmarks/removal_compaction.py``,
 #: ``docs/relevancy.md``)
 _COMPACT_BELOW = 0.75
 
-#: candidates per expected step of a torch removal batch on a CPU (:class:`_RemovalBatch`;
-#: 0: each step makes its own product ``P q``, one read of ``P``): on W-DBO's states of
+#: candidates per expected step of a torch removal batch off CUDA (:class:`_RemovalBatch`;
+#: 0: each step makes its own product ``P q``, one read of ``P``; a CPU runs torch steps
+#: only in speculative loops, its default loop steps in NumPy): on W-DBO's states of
 #: 600 to 3000 observations on one thread, the loop with 2 per step took 1.01, 0.80 and
 #: 0.54 of the time of a product per step (4 per step: 1.15, 1.01 and 0.65), though 17
 #: of its batches ended early at 3000 (``benchmarks/removal_candidates.py``,
@@ -176,14 +177,16 @@ def _candidates_per_step(P: torch.Tensor) -> int:
 
     0 (each step makes its own product ``P q``) where ``P`` fits the GPU's L2 cache:
     reading it once per step then costs less than the batch's matrix product (on an
-    H200, whose L2 holds 60 MB, the loop took 0.074 and 0.123 s without candidates at
-    1000 and 2000 observations, 0.082-0.084 and 0.130-0.135 s with 4 to 16 per step;
-    at 4000, past the cache, 0.293 s without and 0.275-0.287 s with;
-    ``benchmarks/removal_candidates.py``).
+    H200 the loop took 0.074 and 0.123 s without candidates at 1000 and 2000
+    observations, ``P`` of 8 and 32 MB, 0.082-0.084 and 0.130-0.135 s with 4 to 16 per
+    step; at 4000, 128 MB, 0.293 s without and 0.275-0.287 s with;
+    ``benchmarks/removal_candidates.py``). A torch that does not report the cache's
+    size (before 2.5) gets the candidates at every size.
     """
     if P.device.type != "cuda":
         return _CANDIDATES_PER_STEP
-    if P.numel() * P.element_size() <= torch.cuda.get_device_properties(P.device).L2_cache_size:
+    cache = getattr(torch.cuda.get_device_properties(P.device), "L2_cache_size", 0)
+    if P.numel() * P.element_size() <= cache:
         return 0
     return _CUDA_CANDIDATES_PER_STEP
 
@@ -281,9 +284,10 @@ class _RemovalBatch:
     The one O(n^2) product a step needs, ``P_k q`` with ``q = Q_k[:, o]``, comes from
     products made before the batch (the NumPy steps make it at each step instead):
     :meth:`load` takes the ``c x steps`` live observations of least relevancy
-    (:func:`_candidates_per_step`: ``c`` = 4 on a CPU, 8 on a GPU; the batch's removals
-    are almost always among them: all of them on W-DBO's states of 600 to 3000
-    observations, ``benchmarks/removal_candidates.py``) and makes
+    (:func:`_candidates_per_step`: ``c`` = 2 on a CPU, on a GPU 8 or none; with 4 or 8
+    per step the batch's removals were all among them on W-DBO's states of 600 to 3000
+    observations, with 2 all but 17 at 3000, ``benchmarks/removal_candidates.py``) and
+    makes
     ``P Q[:, c]`` for them in one matrix product, which a GPU runs at its arithmetic
     rate where ``steps`` products ``P q`` would each read all of ``P``. With
     ``t_j = P q_j`` kept per step,
