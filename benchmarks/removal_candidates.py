@@ -32,13 +32,12 @@ records the machine's load before and after.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 # importing it pins the thread pools (from --threads) before NumPy and torch load
 import wdbo_iteration  # noqa: F401  # isort: skip
 
 from gpu import parse_state_arguments, prepared_state, state_arguments  # noqa: E402
-from removal_compaction import report_sizes  # noqa: E402
+from removal_compaction import alternate, report_sizes  # noqa: E402
 from removal_loop import run_loop  # noqa: E402
 
 import dynbo.relevancy.criterion as criterion  # noqa: E402
@@ -72,35 +71,7 @@ def one_loop(state: dict, per_step: int) -> tuple[float, list[float], dict]:
 def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
     """Every setting's loop on the W-DBO state entering with about ``n`` observations."""
     state = prepared_state("wdbo", n - 2, args.dim, args.seed, args.device)
-    settings = list(args.per_step)
-    seconds: dict[int, list[float]] = {c: [] for c in settings}
-    removed: dict[int, list[float]] = {}
-    counts: dict[int, dict] = {}
-    for repeat in range(args.repeats + 1):
-        order = settings if repeat % 2 else settings[::-1]
-        for per_step in order:
-            elapsed, times, counted = one_loop(state, per_step)
-            if repeat:  # the first repeat is the warm-up
-                seconds[per_step].append(elapsed)
-            removed[per_step] = times
-            counts[per_step] = counted
-    first = removed[settings[0]]
-    return {
-        "n": len(state["data"]["t"]),
-        "removals": len(first),
-        "same_removals": all(times == first for times in removed.values()),
-        "settings": [
-            {
-                "candidates_per_step": per_step,
-                "seconds": statistics.median(seconds[per_step]),
-                "seconds_min": min(seconds[per_step]),
-                "seconds_max": max(seconds[per_step]),
-                **counts[per_step],
-            }
-            for per_step in settings
-        ],
-        "repeats": args.repeats,
-    }
+    return alternate(state, list(args.per_step), args.repeats, one_loop, "candidates_per_step")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -70,8 +70,9 @@ class Counted:
         setattr(self.owner, self.name, self.original)
 
 
-def one_loop(state: dict, fraction: float) -> tuple[float, list[float], int, int]:
-    """``(seconds, removal times, compactions, captures)`` of one loop with ``fraction``."""
+def one_loop(state: dict, fraction: float) -> tuple[float, list[float], dict[str, int]]:
+    """``(seconds, removal times, counts)`` of one loop with ``fraction``: its
+    compactions and captures."""
     saved = criterion._COMPACT_BELOW
     criterion._COMPACT_BELOW = fraction
     try:
@@ -82,42 +83,56 @@ def one_loop(state: dict, fraction: float) -> tuple[float, list[float], int, int
             seconds, outcome, _, _ = run_loop(state, batched=True)
     finally:
         criterion._COMPACT_BELOW = saved
-    return seconds, list(outcome.times), compactions.calls, captures.calls
+    counts = {"compactions": compactions.calls, "captures": captures.calls}
+    return seconds, list(outcome.times), counts
+
+
+def alternate(
+    state: dict,
+    settings: list,
+    repeats: int,
+    one_loop: Callable[[dict, object], tuple[float, list[float], dict[str, int]]],
+    key: str,
+) -> dict[str, object]:
+    """Each of ``settings``' loop on ``state``, ``repeats`` times after one untimed
+    warm-up, in alternating order from one repeat to the next (a drift of the machine's
+    speed meets every setting alike): per setting (named ``key`` in its row) the median,
+    minimum and maximum seconds and the counts of one loop; ``same_removals``: whether
+    every setting removed the same observations in the same order."""
+    seconds: dict[object, list[float]] = {setting: [] for setting in settings}
+    removed: dict[object, list[float]] = {}
+    counts: dict[object, dict[str, int]] = {}
+    for repeat in range(repeats + 1):
+        for setting in settings if repeat % 2 else settings[::-1]:
+            elapsed, times, counts[setting] = one_loop(state, setting)
+            if repeat:  # the first repeat is the warm-up
+                seconds[setting].append(elapsed)
+            removed[setting] = times
+    first = removed[settings[0]]
+    return {
+        "n": len(state["data"]["t"]),
+        "removals": len(first),
+        "same_removals": all(times == first for times in removed.values()),
+        "settings": [
+            {
+                key: setting,
+                "seconds": statistics.median(seconds[setting]),
+                "seconds_min": min(seconds[setting]),
+                "seconds_max": max(seconds[setting]),
+                **counts[setting],
+            }
+            for setting in settings
+        ],
+        "repeats": repeats,
+    }
 
 
 def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
     """Every fraction's loop on the W-DBO state entering with about ``n`` observations."""
     state = prepared_state("wdbo", n - 2, args.dim, args.seed, args.device)
-    fractions = list(args.fractions)
-    seconds: dict[float, list[float]] = {f: [] for f in fractions}
-    removed: dict[float, list[float]] = {}
-    counts: dict[float, tuple[int, int]] = {}
-    for repeat in range(args.repeats + 1):
-        order = fractions if repeat % 2 else fractions[::-1]
-        for fraction in order:
-            elapsed, times, compactions, captures = one_loop(state, fraction)
-            if repeat:  # the first repeat is the warm-up
-                seconds[fraction].append(elapsed)
-            removed[fraction] = times
-            counts[fraction] = (compactions, captures)
-    first = removed[fractions[0]]
-    return {
-        "n": len(state["data"]["t"]),
-        "removals": len(first),
-        "same_removals": all(times == first for times in removed.values()),
-        "fractions": [
-            {
-                "compact_below": fraction,
-                "seconds": statistics.median(seconds[fraction]),
-                "seconds_min": min(seconds[fraction]),
-                "seconds_max": max(seconds[fraction]),
-                "compactions": counts[fraction][0],
-                "captures": counts[fraction][1],
-            }
-            for fraction in fractions
-        ],
-        "repeats": args.repeats,
-    }
+    size = alternate(state, list(args.fractions), args.repeats, one_loop, "compact_below")
+    size["fractions"] = size.pop("settings")
+    return size
 
 
 def report_sizes(
